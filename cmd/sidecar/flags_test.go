@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func envFrom(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestParseFlags_DefaultsMatchKubeVirtLayout(t *testing.T) {
+	cfg, err := parseFlags(nil, envFrom(nil), &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, config{
+		socketDir:      "/var/run/kubevirt-hooks",
+		socketName:     "sriov-udn-binding.sock",
+		bindingName:    "sriov-udn",
+		deviceInfoFile: "/etc/podinfo/network-info",
+		podInfoDir:     "/var/run/kubevirt-private/downwardapi/podinfo",
+		ifaceCacheDir:  "/var/run/kubevirt-hooks/ifacecache",
+		waitTimeout:    45 * time.Second,
+		logLevel:       slog.LevelInfo,
+	}, cfg)
+}
+
+func TestParseFlags_FlagBeatsEnvBeatsDefault(t *testing.T) {
+	env := envFrom(map[string]string{
+		"SOCKET_DIR": "/env/dir", "SOCKET_NAME": "env.sock", "BINDING_NAME": "env-binding",
+		"DEVICE_INFO_FILE": "/env/ni", "POD_INFO_DIR": "/env/pi", "IFACE_CACHE_DIR": "/env/cache",
+		"WAIT_TIMEOUT": "10s", "LOG_LEVEL": "debug",
+	})
+	cfg, err := parseFlags([]string{"--socket-name", "flag.sock", "--wait-timeout=20s"}, env, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, "/env/dir", cfg.socketDir)
+	assert.Equal(t, "flag.sock", cfg.socketName)
+	assert.Equal(t, "env-binding", cfg.bindingName)
+	assert.Equal(t, "/env/ni", cfg.deviceInfoFile)
+	assert.Equal(t, "/env/pi", cfg.podInfoDir)
+	assert.Equal(t, "/env/cache", cfg.ifaceCacheDir)
+	assert.Equal(t, 20*time.Second, cfg.waitTimeout)
+	assert.Equal(t, slog.LevelDebug, cfg.logLevel)
+}
+
+func TestParseFlags_BadValuesGiveOneClearError(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"unknown flag", []string{"--nope"}, nil, "flag provided but not defined: -nope"},
+		{"bad duration", []string{"--wait-timeout", "soon"}, nil, "invalid value \"soon\" for flag -wait-timeout"},
+		{"timeout above hook deadline", []string{"--wait-timeout", "2m"}, nil, "below virt-launcher's 1m hook deadline"},
+		{"zero timeout", []string{"--wait-timeout", "0s"}, nil, "must be above 0"},
+		{"bad env duration", nil, map[string]string{"WAIT_TIMEOUT": "x"}, "invalid WAIT_TIMEOUT \"x\""},
+		{"bad level", []string{"--log-level", "loud"}, nil, "invalid --log-level \"loud\""},
+		{"empty binding", []string{"--binding-name", " "}, nil, "invalid --binding-name: must not be empty"},
+		{"stray argument", []string{"extra"}, nil, "unexpected argument \"extra\""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseFlags(tc.args, envFrom(tc.env), &bytes.Buffer{})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.NotContains(t, err.Error(), "\n")
+		})
+	}
+}
+
+func TestRun_ExitCodes(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		code     int
+		inStdout string
+		inStderr string
+	}{
+		{"version", []string{"--version"}, 0, "dev", ""},
+		{"help", []string{"--help"}, 0, "-socket-dir", ""},
+		{"bad flag", []string{"--wait-timeout", "x"}, 2, "", "sriov-udn-binding: invalid value"},
+		{"missing socket dir", []string{"--socket-dir", "/nonexistent-sriov-udn"}, 1, "", "socket directory \"/nonexistent-sriov-udn\""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run(tc.args, &out, &errOut)
+			assert.Equal(t, tc.code, code, "stderr: %s", errOut.String())
+			assert.Contains(t, out.String(), tc.inStdout)
+			assert.Contains(t, errOut.String(), tc.inStderr)
+		})
+	}
+}

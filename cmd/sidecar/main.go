@@ -1,0 +1,47 @@
+// Command sriov-udn-binding is the KubeVirt network binding plugin sidecar for SR-IOV VFs on
+// OVN-Kubernetes User Defined Networks. main parses flags, wires the packages together and runs.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is stamped at build time: -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run returns the process exit code: 0 on a clean stop, 1 on a runtime failure, 2 on bad usage.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "render" {
+		return runRender(args[1:], stdout, stderr)
+	}
+	cfg, err := parseFlags(args, os.LookupEnv, stdout)
+	if errors.Is(err, errHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "sriov-udn-binding: %v\n", err)
+		return 2
+	}
+	if cfg.showVersion {
+		fmt.Fprintln(stdout, version)
+		return 0
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := serve(ctx, cfg, stderr); err != nil {
+		fmt.Fprintf(stderr, "sriov-udn-binding: %v\n", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,82 @@
+package hooks
+
+import (
+	"context"
+
+	"kubevirt.io/kubevirt/pkg/hooks/info"
+	hooksv1alpha2 "kubevirt.io/kubevirt/pkg/hooks/v1alpha2"
+	hooksv1alpha3 "kubevirt.io/kubevirt/pkg/hooks/v1alpha3"
+)
+
+// Versions returns the Callbacks versions served, newest first: virt-launcher picks the newest it
+// knows (pkg/hooks/manager.go processSideCarSocket).
+func Versions() []string { return []string{hooksv1alpha3.Version, hooksv1alpha2.Version} }
+
+// HookPoints returns the hook points the sidecar subscribes to.
+func HookPoints() []string {
+	return []string{info.OnDefineDomainHookPointName, info.PreCloudInitIsoHookPointName, info.ShutdownHookPointName}
+}
+
+type infoServer struct {
+	name string
+}
+
+// Info answers at once and never touches data: virt-launcher gives it one second and aborts (the
+// pod fails) on any error (manager.go processSideCarSocket, kubevirt issue #1696).
+func (s infoServer) Info(context.Context, *info.InfoParams) (*info.InfoResult, error) {
+	names := HookPoints()
+	points := make([]*info.HookPoint, 0, len(names))
+	for _, p := range names {
+		points = append(points, &info.HookPoint{Name: p})
+	}
+	return &info.InfoResult{Name: s.name, Versions: Versions(), HookPoints: points}, nil
+}
+
+// v1alpha3Server and v1alpha2Server adapt the generated services to one Handler.
+type v1alpha3Server struct {
+	handler  Handler
+	shutdown func()
+}
+
+func (s v1alpha3Server) OnDefineDomain(ctx context.Context, p *hooksv1alpha3.OnDefineDomainParams) (*hooksv1alpha3.OnDefineDomainResult, error) {
+	out, err := s.handler.OnDefineDomain(ctx, p.GetVmi(), p.GetDomainXML())
+	if err != nil {
+		return nil, err
+	}
+	return &hooksv1alpha3.OnDefineDomainResult{DomainXML: out}, nil
+}
+
+func (s v1alpha3Server) PreCloudInitIso(ctx context.Context, p *hooksv1alpha3.PreCloudInitIsoParams) (*hooksv1alpha3.PreCloudInitIsoResult, error) {
+	data, source, err := s.handler.PreCloudInitIso(ctx, p.GetVmi(), p.GetCloudInitData(), p.GetCloudInitNoCloudSource())
+	if err != nil {
+		return nil, err
+	}
+	return &hooksv1alpha3.PreCloudInitIsoResult{CloudInitData: data, CloudInitNoCloudSource: source}, nil
+}
+
+// Shutdown asks the server to stop and returns at once; the stop itself waits for this call to
+// finish. A second call, or one after a signal, is harmless (unlike passt's blocking channel send).
+func (s v1alpha3Server) Shutdown(context.Context, *hooksv1alpha3.ShutdownParams) (*hooksv1alpha3.ShutdownResult, error) {
+	s.shutdown()
+	return &hooksv1alpha3.ShutdownResult{}, nil
+}
+
+type v1alpha2Server struct {
+	handler Handler
+}
+
+func (s v1alpha2Server) OnDefineDomain(ctx context.Context, p *hooksv1alpha2.OnDefineDomainParams) (*hooksv1alpha2.OnDefineDomainResult, error) {
+	out, err := s.handler.OnDefineDomain(ctx, p.GetVmi(), p.GetDomainXML())
+	if err != nil {
+		return nil, err
+	}
+	return &hooksv1alpha2.OnDefineDomainResult{DomainXML: out}, nil
+}
+
+func (s v1alpha2Server) PreCloudInitIso(ctx context.Context, p *hooksv1alpha2.PreCloudInitIsoParams) (*hooksv1alpha2.PreCloudInitIsoResult, error) {
+	data, source, err := s.handler.PreCloudInitIso(ctx, p.GetVmi(), p.GetCloudInitData(), p.GetCloudInitNoCloudSource())
+	if err != nil {
+		return nil, err
+	}
+	return &hooksv1alpha2.PreCloudInitIsoResult{CloudInitData: data, CloudInitNoCloudSource: source}, nil
+}

@@ -1,0 +1,29 @@
+package hooks
+
+import "context"
+
+// Handler does the work behind the Callbacks services. Implementations must be safe for concurrent
+// use and must honour ctx: it is cancelled when the call's deadline passes or the server stops.
+type Handler interface {
+	// OnDefineDomain returns the domain XML to hand back to virt-launcher. virt-launcher calls it
+	// several times per VM start (pkg/virt-launcher/virtwrap/manager.go allocateHotplugPorts), so
+	// it must be idempotent.
+	OnDefineDomain(ctx context.Context, vmiJSON, domainXML []byte) ([]byte, error)
+	// PreCloudInitIso returns the CloudInitData JSON and the legacy CloudInitNoCloudSource JSON to
+	// hand back (pkg/hooks/manager.go preCloudInitIsoValidateResult reads both).
+	PreCloudInitIso(ctx context.Context, vmiJSON, cloudInitData, noCloudSource []byte) (newCloudInitData, newNoCloudSource []byte, err error)
+}
+
+// PassThrough is the Handler that changes nothing: the domain and the cloud-init data go back
+// exactly as received.
+type PassThrough struct{}
+
+// OnDefineDomain returns domainXML unchanged.
+func (PassThrough) OnDefineDomain(_ context.Context, _, domainXML []byte) ([]byte, error) {
+	return domainXML, nil
+}
+
+// PreCloudInitIso returns both payloads unchanged.
+func (PassThrough) PreCloudInitIso(_ context.Context, _, cloudInitData, noCloudSource []byte) ([]byte, []byte, error) {
+	return cloudInitData, noCloudSource, nil
+}

@@ -1,0 +1,207 @@
+package hooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"kubevirt.io/kubevirt/pkg/hooks/info"
+	hooksv1alpha2 "kubevirt.io/kubevirt/pkg/hooks/v1alpha2"
+	hooksv1alpha3 "kubevirt.io/kubevirt/pkg/hooks/v1alpha3"
+)
+
+// maxSocketPath is the usable length of sockaddr_un.sun_path on Linux (108 bytes with the NUL).
+const maxSocketPath = 107
+
+// socketMode keeps the socket to the pod's user and group (virt-launcher runs as 107 with fsGroup 107).
+const socketMode os.FileMode = 0o660
+
+// DefaultStopTimeout bounds how long a stop waits for in-flight calls after cancelling them.
+const DefaultStopTimeout = 5 * time.Second
+
+// Config configures a Server.
+type Config struct {
+	SocketDir  string // must exist: KubeVirt mounts it (shared emptyDir, subPath = container name)
+	SocketName string // base name, unique across all sidecars of the pod (manager de-duplicates by base name)
+	Name       string // name reported by Info
+	Handler    Handler
+	Logger     *slog.Logger
+	// StopTimeout bounds the graceful stop; 0 means DefaultStopTimeout.
+	StopTimeout time.Duration
+}
+
+// Server serves Info and the Callbacks services on a unix socket.
+type Server struct {
+	cfg  Config
+	path string
+	log  *slog.Logger
+
+	grpc *grpc.Server
+	ln   net.Listener
+
+	// life is cancelled when the server stops, so handlers waiting for data return at once.
+	life     context.Context
+	endLife  context.CancelFunc
+	stopOnce sync.Once
+	stopCh   chan struct{}
+}
+
+// New validates cfg and builds a Server; it does not touch the file system.
+func New(cfg Config) (*Server, error) {
+	if cfg.Handler == nil {
+		return nil, errors.New("hooks: no handler configured")
+	}
+	if cfg.Name == "" {
+		return nil, errors.New("hooks: empty hook name")
+	}
+	if err := validateSocketName(cfg.SocketName); err != nil {
+		return nil, err
+	}
+	if cfg.SocketDir == "" {
+		return nil, errors.New("hooks: empty socket directory")
+	}
+	path := filepath.Join(cfg.SocketDir, cfg.SocketName)
+	if len(path) > maxSocketPath {
+		return nil, fmt.Errorf("hooks: socket path %q is %d bytes, longer than the %d a unix socket allows", path, len(path), maxSocketPath)
+	}
+	if cfg.StopTimeout <= 0 {
+		cfg.StopTimeout = DefaultStopTimeout
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	life, endLife := context.WithCancel(context.Background())
+	s := &Server{cfg: cfg, path: path, log: logger, life: life, endLife: endLife, stopCh: make(chan struct{})}
+	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(logInterceptor(logger), recoverInterceptor(logger), s.lifeInterceptor))
+	info.RegisterInfoServer(s.grpc, infoServer{name: cfg.Name})
+	hooksv1alpha3.RegisterCallbacksServer(s.grpc, v1alpha3Server{handler: cfg.Handler, shutdown: s.Stop})
+	hooksv1alpha2.RegisterCallbacksServer(s.grpc, v1alpha2Server{handler: cfg.Handler})
+	return s, nil
+}
+
+func validateSocketName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("hooks: empty socket name")
+	case strings.ContainsRune(name, '/') || name == "." || name == "..":
+		return fmt.Errorf("hooks: socket name %q must be a plain file name", name)
+	case strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return fmt.Errorf("hooks: socket name %q contains control characters", name)
+	}
+	return nil
+}
+
+// Path is the socket's path.
+func (s *Server) Path() string { return s.path }
+
+// Listen removes a stale socket left by a crashed predecessor and listens. The socket directory
+// must exist: KubeVirt creates it; a missing one means the pod is not what we expect.
+func (s *Server) Listen() error {
+	st, err := os.Stat(s.cfg.SocketDir)
+	if err != nil {
+		return fmt.Errorf("hooks: socket directory %q: %w", s.cfg.SocketDir, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("hooks: socket directory %q is not a directory", s.cfg.SocketDir)
+	}
+	if err := removeStale(s.path); err != nil {
+		return err
+	}
+	ln, err := net.Listen("unix", s.path)
+	if err != nil {
+		return fmt.Errorf("hooks: listen on %q: %w", s.path, err)
+	}
+	if err := os.Chmod(s.path, socketMode); err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("hooks: chmod socket %q: %w", s.path, err)
+	}
+	s.ln = ln
+	s.log.Info("listening", "socket", s.path)
+	return nil
+}
+
+// removeStale deletes a leftover socket (or file) at path; a directory there is an error.
+func removeStale(path string) error {
+	st, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("hooks: inspect stale socket %q: %w", path, err)
+	}
+	if st.IsDir() {
+		return fmt.Errorf("hooks: socket path %q is a directory", path)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("hooks: remove stale socket %q: %w", path, err)
+	}
+	return nil
+}
+
+// Serve serves until Stop is called (by Shutdown, a signal, or the caller) or serving fails. It
+// then cancels in-flight handlers, waits up to StopTimeout for them, and removes the socket.
+func (s *Server) Serve() error {
+	if s.ln == nil {
+		return errors.New("hooks: Serve called before Listen")
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- s.grpc.Serve(s.ln) }()
+
+	var err error
+	select {
+	case <-s.stopCh:
+	case err = <-serveErr:
+		if err != nil {
+			err = fmt.Errorf("hooks: serve on %q: %w", s.path, err)
+		}
+	}
+	s.endLife()
+	s.gracefulStop()
+	if rmErr := os.Remove(s.path); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
+		err = errors.Join(err, fmt.Errorf("hooks: remove socket %q: %w", s.path, rmErr))
+	}
+	s.log.Info("stopped", "socket", s.path)
+	return err
+}
+
+func (s *Server) gracefulStop() {
+	done := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+	timer := time.NewTimer(s.cfg.StopTimeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		s.log.Warn("graceful stop timed out, closing connections", "timeout", s.cfg.StopTimeout)
+		s.grpc.Stop()
+		<-done
+	}
+}
+
+// Stop asks Serve to return. It never blocks and may be called any number of times.
+func (s *Server) Stop() {
+	s.stopOnce.Do(func() { close(s.stopCh) })
+}
+
+// lifeInterceptor cancels a call's context when the server stops, so a handler waiting for
+// DownwardAPI data gives up instead of holding the graceful stop.
+func (s *Server) lifeInterceptor(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(s.life, cancel)
+	defer stop()
+	return handler(ctx, req)
+}

@@ -1,0 +1,249 @@
+package hooks
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"kubevirt.io/kubevirt/pkg/hooks/info"
+	hooksv1alpha2 "kubevirt.io/kubevirt/pkg/hooks/v1alpha2"
+	hooksv1alpha3 "kubevirt.io/kubevirt/pkg/hooks/v1alpha3"
+)
+
+// shortTempDir keeps socket paths under the 107-byte sun_path limit (t.TempDir can be long).
+func shortTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "hk")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
+type running struct {
+	srv  *Server
+	conn *grpc.ClientConn
+	done chan error
+}
+
+func startServer(t *testing.T, h Handler) *running {
+	t.Helper()
+	dir := shortTempDir(t)
+	srv, err := New(Config{SocketDir: dir, SocketName: "t.sock", Name: "sriov-udn-binding", Handler: h, StopTimeout: 2 * time.Second})
+	require.NoError(t, err)
+	require.NoError(t, srv.Listen())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve() }()
+	conn, err := grpc.NewClient("unix://"+srv.Path(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = conn.Close()
+		srv.Stop()
+	})
+	return &running{srv: srv, conn: conn, done: done}
+}
+
+func (r *running) waitStopped(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-r.done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("server did not stop")
+	}
+}
+
+func TestInfo_ReportsNameVersionsAndHookPoints(t *testing.T) {
+	r := startServer(t, PassThrough{})
+	res, err := info.NewInfoClient(r.conn).Info(context.Background(), &info.InfoParams{})
+	require.NoError(t, err)
+	assert.Equal(t, "sriov-udn-binding", res.GetName())
+	assert.Equal(t, []string{"v1alpha3", "v1alpha2"}, res.GetVersions())
+	var points []string
+	for _, p := range res.GetHookPoints() {
+		points = append(points, p.GetName())
+	}
+	assert.ElementsMatch(t, []string{"OnDefineDomain", "PreCloudInitIso", "Shutdown"}, points)
+}
+
+func TestCallbacks_BothVersionsPassThroughUnchanged(t *testing.T) {
+	r := startServer(t, PassThrough{})
+	ctx := context.Background()
+	domain := []byte("<domain type='kvm'><name>x</name></domain>")
+	data := []byte(`{"DataSource":"noCloud","NoCloudMetaData":{"instance-id":"i"},"UserData":"#cloud-config\n","NetworkData":"","DevicesData":null,"VolumeName":"cloudinitdisk"}`)
+	legacy := []byte(`{"userData":"#cloud-config\n"}`)
+
+	v3 := hooksv1alpha3.NewCallbacksClient(r.conn)
+	d3, err := v3.OnDefineDomain(ctx, &hooksv1alpha3.OnDefineDomainParams{DomainXML: domain, Vmi: []byte("{}")})
+	require.NoError(t, err)
+	assert.Equal(t, domain, d3.GetDomainXML())
+	c3, err := v3.PreCloudInitIso(ctx, &hooksv1alpha3.PreCloudInitIsoParams{CloudInitData: data, CloudInitNoCloudSource: legacy, Vmi: []byte("{}")})
+	require.NoError(t, err)
+	assert.Equal(t, data, c3.GetCloudInitData())
+	assert.Equal(t, legacy, c3.GetCloudInitNoCloudSource())
+
+	v2 := hooksv1alpha2.NewCallbacksClient(r.conn)
+	d2, err := v2.OnDefineDomain(ctx, &hooksv1alpha2.OnDefineDomainParams{DomainXML: domain, Vmi: []byte("{}")})
+	require.NoError(t, err)
+	assert.Equal(t, domain, d2.GetDomainXML())
+	c2, err := v2.PreCloudInitIso(ctx, &hooksv1alpha2.PreCloudInitIsoParams{CloudInitData: data, CloudInitNoCloudSource: legacy, Vmi: []byte("{}")})
+	require.NoError(t, err)
+	assert.Equal(t, data, c2.GetCloudInitData())
+	assert.Equal(t, legacy, c2.GetCloudInitNoCloudSource())
+}
+
+func TestShutdown_TwiceDoesNotBlockAndRemovesSocket(t *testing.T) {
+	r := startServer(t, PassThrough{})
+	client := hooksv1alpha3.NewCallbacksClient(r.conn)
+	_, err := client.Shutdown(context.Background(), &hooksv1alpha3.ShutdownParams{})
+	require.NoError(t, err)
+	// The second call may race the stop: either it succeeds or the connection is gone; it must not hang.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = client.Shutdown(ctx, &hooksv1alpha3.ShutdownParams{})
+	if err != nil {
+		assert.NotEqual(t, codes.DeadlineExceeded, status.Code(err), "second Shutdown hung: %v", err)
+	}
+	r.srv.Stop() // and a stop after Shutdown is harmless too
+	r.waitStopped(t)
+	assert.NoFileExists(t, r.srv.Path())
+}
+
+type blockingHandler struct {
+	PassThrough
+	entered chan struct{}
+}
+
+func (h blockingHandler) PreCloudInitIso(ctx context.Context, _, _, _ []byte) ([]byte, []byte, error) {
+	close(h.entered)
+	<-ctx.Done()
+	return nil, nil, ctx.Err()
+}
+
+func TestStop_WhileCallInFlight_CancelsCallAndStops(t *testing.T) {
+	h := blockingHandler{entered: make(chan struct{})}
+	r := startServer(t, h)
+	callErr := make(chan error, 1)
+	go func() {
+		_, err := hooksv1alpha3.NewCallbacksClient(r.conn).PreCloudInitIso(context.Background(), &hooksv1alpha3.PreCloudInitIsoParams{})
+		callErr <- err
+	}()
+	<-h.entered
+	r.srv.Stop()
+	r.waitStopped(t)
+	err := <-callErr
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "context canceled")
+	assert.NoFileExists(t, r.srv.Path())
+}
+
+type panicHandler struct{ PassThrough }
+
+func (panicHandler) OnDefineDomain(context.Context, []byte, []byte) ([]byte, error) {
+	panic("handler bug")
+}
+
+func TestPanicInHandler_ReturnsInternalErrorAndKeepsServing(t *testing.T) {
+	r := startServer(t, panicHandler{})
+	client := hooksv1alpha3.NewCallbacksClient(r.conn)
+	_, err := client.OnDefineDomain(context.Background(), &hooksv1alpha3.OnDefineDomainParams{DomainXML: []byte("<domain/>")})
+	require.Error(t, err)
+	assert.Equal(t, codes.Internal, status.Code(err))
+	assert.Contains(t, err.Error(), "OnDefineDomain")
+
+	res, err := info.NewInfoClient(r.conn).Info(context.Background(), &info.InfoParams{})
+	require.NoError(t, err, "server must keep serving after a handler panic")
+	assert.Equal(t, "sriov-udn-binding", res.GetName())
+}
+
+func TestListen_RemovesStaleSocket(t *testing.T) {
+	dir := shortTempDir(t)
+	path := filepath.Join(dir, "t.sock")
+	// A socket left by a crashed predecessor: bound, then the listener closed without unlinking.
+	ln, err := net.Listen("unix", path)
+	require.NoError(t, err)
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	require.NoError(t, ln.Close())
+	require.FileExists(t, path)
+
+	srv, err := New(Config{SocketDir: dir, SocketName: "t.sock", Name: "n", Handler: PassThrough{}})
+	require.NoError(t, err)
+	require.NoError(t, srv.Listen())
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.Equal(t, os.ModeSocket, st.Mode().Type())
+	assert.Equal(t, socketMode, st.Mode().Perm())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve() }()
+	srv.Stop()
+	require.NoError(t, <-done)
+	assert.NoFileExists(t, path)
+}
+
+func TestListen_Errors(t *testing.T) {
+	dir := shortTempDir(t)
+	file := filepath.Join(dir, "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o600))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "isdir.sock"), 0o700))
+
+	tests := []struct {
+		name, dir, socket, want string
+	}{
+		{"missing socket dir", filepath.Join(dir, "absent"), "t.sock", "no such file or directory"},
+		{"socket dir is a file", file, "t.sock", "is not a directory"},
+		{"socket path is a directory", dir, "isdir.sock", "is a directory"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, err := New(Config{SocketDir: tc.dir, SocketName: tc.socket, Name: "n", Handler: PassThrough{}})
+			require.NoError(t, err)
+			err = srv.Listen()
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Contains(t, err.Error(), tc.dir)
+		})
+	}
+}
+
+func TestNew_RejectsBadConfig(t *testing.T) {
+	long := make([]byte, 120)
+	for i := range long {
+		long[i] = 'a'
+	}
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"no handler", Config{SocketDir: "/tmp", SocketName: "a.sock", Name: "n"}, "no handler"},
+		{"empty name", Config{SocketDir: "/tmp", SocketName: "a.sock", Handler: PassThrough{}}, "empty hook name"},
+		{"empty socket", Config{SocketDir: "/tmp", Name: "n", Handler: PassThrough{}}, "empty socket name"},
+		{"slash in socket", Config{SocketDir: "/tmp", SocketName: "../a.sock", Name: "n", Handler: PassThrough{}}, "plain file name"},
+		{"control char", Config{SocketDir: "/tmp", SocketName: "a\n.sock", Name: "n", Handler: PassThrough{}}, "control characters"},
+		{"too long", Config{SocketDir: "/tmp", SocketName: string(long), Name: "n", Handler: PassThrough{}}, "longer than"},
+		{"empty dir", Config{SocketName: "a.sock", Name: "n", Handler: PassThrough{}}, "empty socket directory"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(tc.cfg)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestServe_BeforeListenIsAnError(t *testing.T) {
+	srv, err := New(Config{SocketDir: "/tmp", SocketName: "a.sock", Name: "n", Handler: PassThrough{}})
+	require.NoError(t, err)
+	err = srv.Serve()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "before Listen")
+}

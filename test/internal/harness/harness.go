@@ -1,0 +1,231 @@
+package harness
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/kubernetes/pkg/fieldpath"
+	volumeutil "k8s.io/kubernetes/pkg/volume/util"
+	"kubevirt.io/kubevirt/pkg/hooks"
+)
+
+// HooksRoot is where KubeVirt's hook Manager looks for sidecar sockets (hooks.HookSocketsSharedDirectory).
+const HooksRoot = hooks.HookSocketsSharedDirectory
+
+// LockFile serialises every test process that uses the hook Manager: it collects ALL sockets
+// under HooksRoot, so two packages' sidecars must never be there at once. A top-level file is
+// ignored by the Manager (manager.go collectSideCarSockets skips non-directories).
+const LockFile = HooksRoot + "/.test.lock"
+
+// RepoRoot is the sidecar module's root, found from this file's location.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+}
+
+// Build compiles ./cmd/sidecar into dir and returns the binary's path.
+func Build(dir string) (string, error) {
+	bin := filepath.Join(dir, "sriov-udn-binding")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/sidecar")
+	cmd.Dir = RepoRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/sidecar: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// RequireRoot skips, saying why, when the test cannot create KubeVirt's hook root.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skipf("skipping: KubeVirt's hook Manager is fixed to %s, which needs root to create (CI runs as root)", HooksRoot)
+	}
+}
+
+// LockHooksRoot takes an exclusive flock on LockFile until the test ends.
+func LockHooksRoot(t testing.TB) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(HooksRoot, 0o755))
+	f, err := os.OpenFile(LockFile, os.O_CREATE|os.O_RDWR, 0o600)
+	require.NoError(t, err)
+	require.NoError(t, syscall.Flock(int(f.Fd()), syscall.LOCK_EX))
+	t.Cleanup(func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		_ = f.Close()
+	})
+}
+
+// SidecarDir creates HooksRoot/hook-sidecar-<suffix>: what the compute container sees of the
+// sidecar's hooks mount (subPath = container name). It is removed when the test ends.
+func SidecarDir(t testing.TB, suffix string) string {
+	t.Helper()
+	dir := filepath.Join(HooksRoot, "hook-sidecar-"+suffix)
+	require.NoError(t, os.RemoveAll(dir))
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
+// Process is a running sidecar.
+type Process struct {
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	logs   bytes.Buffer
+	lines  chan map[string]any
+	exited chan struct{}
+	err    error
+}
+
+// Start runs bin with args and returns once it logged "started" (its socket is listening).
+func Start(t testing.TB, bin string, args ...string) *Process {
+	t.Helper()
+	p := &Process{cmd: exec.Command(bin, args...), lines: make(chan map[string]any, 1024), exited: make(chan struct{})}
+	p.cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	stderr, err := p.cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, p.cmd.Start())
+	go p.readLogs(stderr)
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+		<-p.exited
+		if t.Failed() {
+			t.Logf("sidecar logs:\n%s", p.Logs())
+		}
+	})
+	_, err = p.WaitLog(func(l map[string]any) bool { return l["msg"] == "started" }, 20*time.Second)
+	require.NoError(t, err, "sidecar did not start; logs:\n%s", p.Logs())
+	return p
+}
+
+func (p *Process) readLogs(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), 4<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		p.mu.Lock()
+		p.logs.Write(line)
+		p.logs.WriteByte('\n')
+		p.mu.Unlock()
+		var m map[string]any
+		if json.Unmarshal(line, &m) == nil {
+			select {
+			case p.lines <- m:
+			default: // nobody is reading; the text is still in logs
+			}
+		}
+	}
+	p.err = p.cmd.Wait()
+	close(p.lines)
+	close(p.exited)
+}
+
+// WaitLog returns the first JSON log line (from now on) for which match is true.
+func (p *Process) WaitLog(match func(map[string]any) bool, timeout time.Duration) (map[string]any, error) {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		select {
+		case l, ok := <-p.lines:
+			if !ok {
+				return nil, fmt.Errorf("sidecar exited before the expected log line: %v", p.err)
+			}
+			if match(l) {
+				return l, nil
+			}
+		case <-timer.C:
+			return nil, fmt.Errorf("no matching log line within %s", timeout)
+		}
+	}
+}
+
+// Logs returns everything the sidecar wrote to stderr so far.
+func (p *Process) Logs() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.logs.String()
+}
+
+// Signal sends sig to the sidecar.
+func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// Wait waits for the sidecar to exit and returns its exit code.
+func (p *Process) Wait(timeout time.Duration) (int, error) {
+	select {
+	case <-p.exited:
+		return p.cmd.ProcessState.ExitCode(), nil
+	case <-time.After(timeout):
+		return -1, fmt.Errorf("sidecar still running after %s", timeout)
+	}
+}
+
+// PodInfo writes pod-info DownwardAPI volumes (labels, annotations) with kubelet's AtomicWriter
+// and fieldpath.FormatMap, exactly as kubelet projects metadata.labels / metadata.annotations.
+type PodInfo struct {
+	writer *volumeutil.AtomicWriter
+}
+
+// NewPodInfo prepares dir (created if needed) as a pod-info volume.
+func NewPodInfo(t testing.TB, dir string) *PodInfo {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	w, err := volumeutil.NewAtomicWriter(dir, "test pod-info")
+	require.NoError(t, err)
+	return &PodInfo{writer: w}
+}
+
+// Write projects labels and annotations; kubelet writes nothing when content is unchanged.
+func (p *PodInfo) Write(labels, annotations map[string]string) error {
+	return p.writer.Write(map[string]volumeutil.FileProjection{
+		"labels":      {Data: []byte(fieldpath.FormatMap(labels)), Mode: 0o644},
+		"annotations": {Data: []byte(fieldpath.FormatMap(annotations)), Mode: 0o644},
+	}, nil)
+}
+
+// DeviceInfo writes the device-info volume (item network-info = raw kubevirt.io/network-info JSON).
+type DeviceInfo struct {
+	writer *volumeutil.AtomicWriter
+}
+
+// NewDeviceInfo prepares dir as the device-info volume (KubeVirt mounts it at /etc/podinfo).
+func NewDeviceInfo(t testing.TB, dir string) *DeviceInfo {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	w, err := volumeutil.NewAtomicWriter(dir, "test device-info")
+	require.NoError(t, err)
+	return &DeviceInfo{writer: w}
+}
+
+// Write projects the network-info file with the given content ("" = annotation not yet set).
+func (d *DeviceInfo) Write(networkInfoJSON string) error {
+	return d.writer.Write(map[string]volumeutil.FileProjection{
+		"network-info": {Data: []byte(networkInfoJSON), Mode: 0o644},
+	}, nil)
+}
+
+// HasSocket reports whether any regular entry in dir is a unix socket.
+func HasSocket(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if e.Type()&os.ModeSocket != 0 && strings.HasSuffix(e.Name(), ".sock") {
+			return true
+		}
+	}
+	return false
+}
