@@ -4,18 +4,45 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
+	"sync"
 
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/hooks"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 )
 
-// serve wires the hook server and runs it until ctx is cancelled (a signal) or Shutdown is called.
+// serve wires watcher, binding and hook server, and runs until ctx is cancelled (a signal) or
+// virt-launcher calls Shutdown. Start-up never waits for DownwardAPI data.
 func serve(ctx context.Context, cfg config, stderr io.Writer) error {
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+
+	watcher, err := downwardapi.NewWatcher(downwardapi.Config{
+		DeviceInfoFile: cfg.deviceInfoFile,
+		PodInfoDir:     cfg.podInfoDir,
+		Logger:         logger,
+	})
+	if err != nil {
+		return err
+	}
+	defer watcher.Close()
+
+	binding, err := hooks.NewBinding(hooks.BindingConfig{
+		Options:     model.Options{BindingName: cfg.bindingName, PodIP: os.Getenv("MY_POD_IP")},
+		WaitTimeout: cfg.waitTimeout,
+		Snapshots:   watcher,
+		Cache:       ifacecache.NewWriter(cfg.ifaceCacheDir, logger),
+		Logger:      logger,
+	})
+	if err != nil {
+		return err
+	}
 	srv, err := hooks.New(hooks.Config{
 		SocketDir:  cfg.socketDir,
 		SocketName: cfg.socketName,
 		Name:       "sriov-udn-binding",
-		Handler:    hooks.PassThrough{},
+		Handler:    binding,
 		Logger:     logger,
 	})
 	if err != nil {
@@ -25,6 +52,15 @@ func serve(ctx context.Context, cfg config, stderr io.Writer) error {
 		return err
 	}
 	logger.Info("started", "version", version, "binding", cfg.bindingName, "socket", srv.Path())
+
+	refreshCtx, stopRefresh := context.WithCancel(ctx)
+	var refresher sync.WaitGroup
+	refresher.Go(func() { binding.RefreshCache(refreshCtx) })
+	defer func() {
+		stopRefresh()
+		refresher.Wait()
+	}()
+
 	stopOnSignal := context.AfterFunc(ctx, func() {
 		logger.Info("signal received, stopping")
 		srv.Stop()
