@@ -11,6 +11,7 @@ require (
 	kubevirt.io/api v1.8.0
 	kubevirt.io/kubevirt v1.8.0
 	libvirt.org/go/libvirtxml v1.12008.0
+	sigs.k8s.io/yaml v1.6.0
 )
 
 require (
