@@ -45,7 +45,8 @@ type BoundInterface struct {
 	Network string // VMI network name (spec.networks[].name)
 	// NetworkName is the fully qualified "<ns>/<nad>" of multus.networkName.
 	NetworkName string
-	// PodInterfaceName is KubeVirt's hashed pod interface name: "pod" + 11 hex of sha256(Network).
+	// PodInterfaceName is KubeVirt's hashed pod interface name: "pod" + 11 hex of sha256(Network)
+	// ("eth0" for a multus default network, "net<N>" on pods with legacy ordinal names).
 	PodInterfaceName string
 
 	MAC       net.HardwareAddr // nil when no source has one
@@ -53,10 +54,12 @@ type BoundInterface struct {
 
 	// Addresses carry the host address and prefix, primary family first.
 	Addresses []netip.Prefix
-	// PrefixKnown is false when the addresses came from network-status alone (no prefix there).
+	// PrefixKnown is false when the addresses came from network-status alone (no prefix there);
+	// their prefixes are then GuessPrefix's. IPv6 link-local addresses are never listed.
 	PrefixKnown bool
 	// Gateways are default-route next hops, at most one per family, primary family first. Only
-	// set for role primary or an explicit gateway (network-status "gateway").
+	// set for role primary or an explicit gateway (network-status "gateway", a pod-networks route
+	// to 0.0.0.0/0 or ::/0). Link-local next hops are left out (not portable in cloud-init).
 	Gateways []netip.Addr
 	Routes   []Route
 	DNS      DNS

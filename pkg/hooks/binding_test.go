@@ -1,0 +1,221 @@
+package hooks
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	kvv1 "kubevirt.io/api/core/v1"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+)
+
+// fixedSnapshots serves one snapshot, parsed by the real parsers from pod annotations. Wait
+// returns at once when the snapshot satisfies need, else when ctx ends, like the watcher would
+// with no further kubelet writes.
+type fixedSnapshots struct{ snap *downwardapi.Snapshot }
+
+func (f fixedSnapshots) Snapshot() *downwardapi.Snapshot { return f.snap }
+
+func (f fixedSnapshots) Wait(ctx context.Context, need func(*downwardapi.Snapshot) []downwardapi.Missing) (*downwardapi.Snapshot, error) {
+	missing := need(f.snap)
+	if len(missing) == 0 {
+		return f.snap, nil
+	}
+	<-ctx.Done()
+	return nil, &downwardapi.MissingError{Items: missing, Err: ctx.Err()}
+}
+
+func (f fixedSnapshots) Next(ctx context.Context, after uint64) (*downwardapi.Snapshot, error) {
+	if f.snap.Generation > after {
+		return f.snap, nil
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+type samplePod struct {
+	Metadata struct {
+		Labels      map[string]string `json:"labels"`
+		Annotations map[string]string `json:"annotations"`
+	} `json:"metadata"`
+}
+
+func loadSample(t testing.TB) (map[string]string, []byte) {
+	t.Helper()
+	dir := filepath.Join("..", "..", "cmd", "sidecar", "samples")
+	raw, err := os.ReadFile(filepath.Join(dir, "pod.json"))
+	require.NoError(t, err)
+	var pod samplePod
+	require.NoError(t, json.Unmarshal(raw, &pod))
+	vmi, err := os.ReadFile(filepath.Join(dir, "vmi.json"))
+	require.NoError(t, err)
+	return pod.Metadata.Annotations, vmi
+}
+
+func newTestBinding(t testing.TB, annotations map[string]string, cache CacheWriter) *Binding {
+	t.Helper()
+	snap := downwardapi.SnapshotFromMaps(nil, annotations)
+	b, err := NewBinding(BindingConfig{
+		Options:     model.Options{BindingName: "sriov-udn"},
+		WaitTimeout: 200 * time.Millisecond,
+		Snapshots:   fixedSnapshots{snap: snap},
+		Cache:       cache,
+	})
+	require.NoError(t, err)
+	return b
+}
+
+const noCloudInput = `{"DataSource":"noCloud","NoCloudMetaData":{"instance-id":"vm-sriov.tenant-a"},"ConfigDriveMetaData":null,"UserData":"#cloud-config\n","NetworkData":"","DevicesData":null,"VolumeName":"cloudinitdisk"}`
+
+func TestBinding_VMIWithNoneOfOurs_PassesThroughByteForByte(t *testing.T) {
+	b := newTestBinding(t, nil, nil)
+	vmi := []byte(`{"metadata":{"name":"plain"},"spec":{"domain":{"devices":{"interfaces":[{"name":"default","masquerade":{}}]}},"networks":[{"name":"default","pod":{}}]}}`)
+	data, src, err := b.PreCloudInitIso(context.Background(), vmi, []byte(noCloudInput), []byte(`{"userData":"x"}`))
+	require.NoError(t, err)
+	assert.Equal(t, noCloudInput, string(data))
+	assert.Equal(t, `{"userData":"x"}`, string(src))
+	dom := []byte("<domain type='kvm'><devices><hostdev/></devices></domain>")
+	out, err := b.OnDefineDomain(context.Background(), vmi, dom)
+	require.NoError(t, err)
+	assert.Equal(t, dom, out)
+}
+
+func TestBinding_BadInput_ErrorCodes(t *testing.T) {
+	annotations, vmi := loadSample(t)
+	tests := []struct {
+		name        string
+		annotations map[string]string
+		vmi         string
+		call        string
+		code        codes.Code
+		want        []string
+	}{
+		{"truncated VMI JSON", annotations, `{"spec":`, "cloud-init", codes.InvalidArgument, []string{"decode VMI JSON"}},
+		{"VMI JSON for domain", annotations, `[]`, "domain", codes.InvalidArgument, []string{"decode VMI JSON"}},
+		{"data never arrives", map[string]string{}, string(vmi), "cloud-init", codes.DeadlineExceeded,
+			[]string{"PreCloudInitIso: waited", "sriov-l2", "sriov-localnet", "tenant-a/l2-secondary"}},
+		{"device-info never arrives", withoutDeviceInfo(annotations), string(vmi), "domain", codes.DeadlineExceeded,
+			[]string{"OnDefineDomain: waited", "sriov-l2"}},
+		{"malformed network-status fails at once", with(annotations, "k8s.v1.cni.cncf.io/network-status", `[{"name":`), string(vmi), "cloud-init", codes.FailedPrecondition,
+			[]string{"k8s.v1.cni.cncf.io/network-status"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newTestBinding(t, tc.annotations, nil)
+			var err error
+			start := time.Now()
+			if tc.call == "cloud-init" {
+				_, _, err = b.PreCloudInitIso(context.Background(), []byte(tc.vmi), []byte(noCloudInput), nil)
+			} else {
+				_, err = b.OnDefineDomain(context.Background(), []byte(tc.vmi), []byte("<domain><devices></devices></domain>"))
+			}
+			require.Error(t, err)
+			assert.Equal(t, tc.code, status.Code(err), err.Error())
+			for _, w := range tc.want {
+				assert.Contains(t, err.Error(), w)
+			}
+			if tc.code == codes.FailedPrecondition {
+				assert.Less(t, time.Since(start), 200*time.Millisecond, "a malformed source must not be waited out")
+			}
+		})
+	}
+}
+
+func with(m map[string]string, k, v string) map[string]string {
+	out := map[string]string{k: v}
+	for kk, vv := range m {
+		if kk != k {
+			out[kk] = vv
+		}
+	}
+	return out
+}
+
+// withoutDeviceInfo drops every source of device-info: the network-info annotation and the
+// device-info in network-status.
+func withoutDeviceInfo(m map[string]string) map[string]string {
+	out := with(m, "kubevirt.io/network-info", "")
+	delete(out, "kubevirt.io/network-info")
+	var statuses []map[string]any
+	if err := json.Unmarshal([]byte(m["k8s.v1.cni.cncf.io/network-status"]), &statuses); err == nil {
+		for _, s := range statuses {
+			delete(s, "device-info")
+		}
+		raw, _ := json.Marshal(statuses)
+		out["k8s.v1.cni.cncf.io/network-status"] = string(raw)
+	}
+	return out
+}
+
+type recordingCache struct {
+	mu    sync.Mutex
+	calls chan []model.BoundInterface
+}
+
+func (c *recordingCache) Sync(_ string, _ []kvv1.Interface, bound []model.BoundInterface, _ model.Family) (ifacecache.SyncResult, error) {
+	c.calls <- bound
+	return ifacecache.SyncResult{}, nil
+}
+
+func TestBinding_RefreshCache_WritesAfterHookCallNotDuringIt(t *testing.T) {
+	annotations, vmi := loadSample(t)
+	cache := &recordingCache{calls: make(chan []model.BoundInterface, 4)}
+	b := newTestBinding(t, annotations, cache)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { b.RefreshCache(ctx); close(done) }()
+
+	_, _, err := b.PreCloudInitIso(ctx, vmi, []byte(noCloudInput), nil)
+	require.NoError(t, err)
+	select {
+	case bound := <-cache.calls:
+		require.Len(t, bound, 2)
+		assert.Equal(t, "sriov-l2", bound[0].Name)
+	case <-time.After(5 * time.Second):
+		t.Fatal("refresher did not write the cache after the hook call")
+	}
+	cancel()
+	<-done
+}
+
+func TestBinding_PreCloudInitIso_MergesOurConfigAndKeepsMetadata(t *testing.T) {
+	annotations, vmi := loadSample(t)
+	b := newTestBinding(t, annotations, nil)
+	data, src, err := b.PreCloudInitIso(context.Background(), vmi, []byte(noCloudInput), nil)
+	require.NoError(t, err)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(data, &got))
+	assert.Equal(t, "cloudinitdisk", got["VolumeName"])
+	assert.Equal(t, map[string]any{"instance-id": "vm-sriov.tenant-a"}, got["NoCloudMetaData"])
+	assert.True(t, strings.HasPrefix(got["UserData"].(string), "#cloud-config"))
+	assert.Contains(t, got["NetworkData"], `"02:00:00:aa:01:01"`)
+	var legacy map[string]string
+	require.NoError(t, json.Unmarshal(src, &legacy))
+	assert.Equal(t, got["NetworkData"], legacy["networkData"])
+}
+
+func FuzzBinding_HooksNeverPanic(f *testing.F) {
+	annotations, vmi := loadSample(f)
+	f.Add(string(vmi), noCloudInput, "<domain><devices></devices></domain>", annotations["k8s.v1.cni.cncf.io/network-status"])
+	f.Add(`{"spec":{"domain":{"devices":{"interfaces":[{"name":"x","binding":{"name":"sriov-udn"}}]}},"networks":[{"name":"x","multus":{"networkName":"a/b"}}]}}`, `{}`, `<domain/>`, `[]`)
+	f.Add(`null`, `null`, ``, ``)
+	f.Fuzz(func(t *testing.T, vmiJSON, cloudInit, domainXML, networkStatus string) {
+		b := newTestBinding(t, with(annotations, "k8s.v1.cni.cncf.io/network-status", networkStatus), nil)
+		b.cfg.WaitTimeout = time.Millisecond
+		_, _, _ = b.PreCloudInitIso(context.Background(), []byte(vmiJSON), []byte(cloudInit), nil)
+		_, _ = b.OnDefineDomain(context.Background(), []byte(vmiJSON), []byte(domainXML))
+	})
+}

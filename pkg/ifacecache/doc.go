@@ -1,0 +1,39 @@
+// Package ifacecache owns KubeVirt PodIfaceCacheData files for bound interfaces (Writer.Sync: one
+// file per interface at <dir>/<vmi-uid>/<iface>, atomic, rewritten only on change) and the stable
+// status merge for virt-handler-side code (MergeInterfaceStatus). It must never import
+// kubevirt.io/kubevirt (the sidecar stays lean), never write outside its directory, and never let
+// an unvalidated name become a path. Called by cmd/sidecar (Writer) and virt-handler integrations.
+//
+// # virt-handler integration
+//
+// The files use KubeVirt's layout and JSON, so KubeVirt's own reader reads them when its cache
+// creator maps its root (util.VirtPrivateDir + "/network-info-cache") onto our directory as
+// virt-handler sees it (the pod's /var/run/kubevirt-hooks/<CONTAINER_NAME>/ifacecache):
+//
+//	type rootedCacheCreator struct{ dir string }
+//
+//	func (c rootedCacheCreator) New(path string) *cache.Cache {
+//		rel, _ := filepath.Rel(filepath.Join(util.VirtPrivateDir, "network-info-cache"), path)
+//		return cache.NewCustomCache(filepath.Join(c.dir, rel), kfs.New())
+//	}
+//
+//	data, err := cache.ReadPodInterfaceCache(rootedCacheCreator{dir}, string(vmi.UID), iface.Name)
+//
+// Stock NetStat.UpdateStatus with that creator (NewNetStateWithCustomFactory) reports our
+// addresses for the ua-sriov-<iface> hostdev, but it reads each file once and memoizes the
+// result, an empty one too (netstat.go getPodInterfacefromFileCache): it misses entries written
+// after its first update and later IP changes. To fix that and the guest-agent flap, replace its
+// updateIfacesStatusFromPodCache and ifacesStatusFromGuestAgent steps with one call:
+//
+//	status := ifacecache.MergeInterfaceStatus(ifacecache.StatusInputs{
+//		Domain:     statusFromDomain,        // ifacesStatusFromDomainInterfaces + sriovIfacesStatusFromDomainHostDevices
+//		Spec:       vmi.Spec.Domain.Devices.Interfaces,
+//		PodCache:   entriesReadOnThisUpdate, // by VMI interface name; PodIfaceCacheData JSON is identical
+//		GuestAgent: fromDomainStatus,        // domain.Status.Interfaces: Mac, Ip, IPs, InterfaceName
+//		Previous:   vmi.Status.Interfaces,
+//		Primary:    primaryFamily,           // from MY_POD_IP
+//	})
+//
+// and keep the steps after them (restorePrimaryIfaceStatus, movePrimaryIfaceStatusToFront,
+// ifacesStatusFromMultus, restorePodIfaceNames) as they are.
+package ifacecache

@@ -1,0 +1,110 @@
+package ifacecache
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	kvv1 "kubevirt.io/api/core/v1"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+)
+
+// PodIfaceCacheData has the JSON shape of KubeVirt's cache.PodIfaceCacheData
+// (pkg/network/cache/podinterface.go), so KubeVirt's own reader reads what Writer writes and
+// MergeInterfaceStatus can take what virt-handler reads. Defined here because this package must not
+// import kubevirt.io/kubevirt; test/ifacecache proves the two agree.
+type PodIfaceCacheData struct {
+	Iface  *kvv1.Interface `json:"iface,omitempty"`
+	PodIP  string          `json:"podIP,omitempty"`
+	PodIPs []string        `json:"podIPs,omitempty"`
+	// State is virt-handler's network preparation state (cache.PodIfaceState). Writer never sets
+	// it; it is kept so entries read from virt-handler's own cache round-trip unchanged.
+	State int `json:"networkState,omitempty"`
+}
+
+// Entry is one cache file Writer wants on disk: the interface name (the file name) and the content.
+type Entry struct {
+	Name string
+	Data PodIfaceCacheData
+}
+
+// BuildEntries decides the cache content for each bound interface: pure, no I/O. Like virt-handler
+// (pkg/network/setup/netpod/discover.go), it keeps the first global-unicast address of each family,
+// primary family first, and writes nothing for an interface without one (DHCP with no known
+// address, link-local only). iface is the VMI's interface spec of the same name, or just the name
+// when the spec lacks it. Names are validated; an invalid or duplicate name is an error naming it,
+// and the other interfaces are still returned.
+func BuildEntries(specIfaces []kvv1.Interface, bound []model.BoundInterface, primary model.Family) ([]Entry, error) {
+	specByName := make(map[string]kvv1.Interface, len(specIfaces))
+	for _, s := range specIfaces {
+		specByName[s.Name] = s
+	}
+	var errs []error
+	seen := make(map[string]bool, len(bound))
+	entries := make([]Entry, 0, len(bound))
+	for _, b := range bound {
+		if err := ValidateName("interface", b.Name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if seen[b.Name] {
+			errs = append(errs, fmt.Errorf("interface %q is bound twice: %w", b.Name, ErrInvalidName))
+			continue
+		}
+		seen[b.Name] = true
+		ips := podIPs(b.Addresses, primary)
+		if len(ips) == 0 {
+			continue
+		}
+		spec, ok := specByName[b.Name]
+		if !ok {
+			spec = kvv1.Interface{Name: b.Name}
+		}
+		entries = append(entries, Entry{
+			Name: b.Name,
+			Data: PodIfaceCacheData{Iface: &spec, PodIP: ips[0], PodIPs: ips},
+		})
+	}
+	return entries, errors.Join(errs...)
+}
+
+// podIPs returns the first global-unicast address of each family, primary family first.
+func podIPs(addrs []netip.Prefix, primary model.Family) []string {
+	var v4, v6 string
+	for _, p := range addrs {
+		a := p.Addr().Unmap()
+		if !a.IsValid() || !a.IsGlobalUnicast() {
+			continue
+		}
+		switch {
+		case a.Is4() && v4 == "":
+			v4 = a.String()
+		case a.Is6() && v6 == "":
+			v6 = a.WithZone("").String()
+		}
+	}
+	first, second := v4, v6
+	if primary == model.IPv6 {
+		first, second = v6, v4
+	}
+	var ips []string
+	for _, ip := range []string{first, second} {
+		if ip != "" {
+			ips = append(ips, ip)
+		}
+	}
+	return ips
+}
+
+// Encode renders the entry file the way KubeVirt's writer does (pkg/network/cache/cache.go
+// writeToCachedFile: json.MarshalIndent with two spaces), so files are byte-comparable with
+// virt-handler's own. The render subcommand prints it too.
+func (e Entry) Encode() ([]byte, error) {
+	buf, err := json.MarshalIndent(e.Data, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode cache entry for interface %q: %w", e.Name, err)
+	}
+	return buf, nil
+}

@@ -1,0 +1,377 @@
+package ifacecache
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	kvv1 "kubevirt.io/api/core/v1"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+)
+
+const testUID = "0b3c8e5e-6f3a-4c8e-9a52-2f4b6c1d9e7f"
+
+// recordingFS is the real file system with counters and optional failures injected per operation.
+type recordingFS struct {
+	OSFileSystem
+	creates, renames, removes, reads int
+
+	failAt string // "create", "write", "chmod", "sync", "close", "rename", "syncdir"
+	// died simulates a process killed mid-write: the temp file gets half the bytes and nothing
+	// runs afterwards, so the cleanup Remove of the temp file fails too.
+	died bool
+}
+
+var errInjected = errors.New("injected failure")
+
+func (r *recordingFS) CreateTemp(dir, pattern string) (TempFile, error) {
+	r.creates++
+	if r.failAt == "create" {
+		return nil, errInjected
+	}
+	f, err := r.OSFileSystem.CreateTemp(dir, pattern)
+	if err != nil {
+		return nil, err
+	}
+	return &faultyFile{TempFile: f, fs: r}, nil
+}
+
+func (r *recordingFS) ReadFile(path string) ([]byte, error) {
+	r.reads++
+	return r.OSFileSystem.ReadFile(path)
+}
+
+func (r *recordingFS) Rename(oldPath, newPath string) error {
+	r.renames++
+	if r.failAt == "rename" {
+		return errInjected
+	}
+	return r.OSFileSystem.Rename(oldPath, newPath)
+}
+
+func (r *recordingFS) Remove(path string) error {
+	r.removes++
+	if r.died {
+		return errInjected
+	}
+	return r.OSFileSystem.Remove(path)
+}
+
+func (r *recordingFS) SyncDir(path string) error {
+	if r.failAt == "syncdir" {
+		return errInjected
+	}
+	return r.OSFileSystem.SyncDir(path)
+}
+
+type faultyFile struct {
+	TempFile
+	fs *recordingFS
+}
+
+func (f *faultyFile) Write(p []byte) (int, error) {
+	if f.fs.failAt == "write" {
+		n, _ := f.TempFile.Write(p[:len(p)/2])
+		return n, errInjected
+	}
+	return f.TempFile.Write(p)
+}
+
+func (f *faultyFile) Chmod(mode fs.FileMode) error {
+	if f.fs.failAt == "chmod" {
+		return errInjected
+	}
+	return f.TempFile.Chmod(mode)
+}
+
+func (f *faultyFile) Sync() error {
+	if f.fs.failAt == "sync" {
+		return errInjected
+	}
+	return f.TempFile.Sync()
+}
+
+func (f *faultyFile) Close() error {
+	err := f.TempFile.Close()
+	if f.fs.failAt == "close" {
+		return errInjected
+	}
+	return err
+}
+
+func readEntry(t *testing.T, path string) PodIfaceCacheData {
+	t.Helper()
+	buf, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var d PodIfaceCacheData
+	require.NoError(t, json.Unmarshal(buf, &d), "entry %s must be whole JSON", path)
+	return d
+}
+
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	des, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	names := make([]string, 0, len(des))
+	for _, de := range des {
+		names = append(names, de.Name())
+	}
+	return names
+}
+
+func TestSync_WritesOneKubeVirtEntryPerInterfaceWithPermissions(t *testing.T) {
+	dir := t.TempDir()
+	w := NewWriter(dir, nil)
+	spec := []kvv1.Interface{{Name: "net1", Binding: &kvv1.PluginBinding{Name: "sriov-udn"}}}
+
+	res, err := w.Sync(testUID, spec, []model.BoundInterface{
+		bound("net1", "fd00:10:66::77/64", "10.66.10.77/24"),
+		bound("net2", "fd00:20::5/64"),
+		{Name: "net3", DHCP: true}, // no address: no entry
+	}, model.IPv4)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"net1", "net2"}, res.Written)
+	assert.Empty(t, res.Removed)
+
+	vmiDir := filepath.Join(dir, testUID)
+	assert.Equal(t, []string{"net1", "net2"}, dirNames(t, vmiDir), "no temp file left, nothing for net3")
+	assert.Equal(t, PodIfaceCacheData{Iface: &spec[0], PodIP: "10.66.10.77", PodIPs: []string{"10.66.10.77", "fd00:10:66::77"}},
+		readEntry(t, filepath.Join(vmiDir, "net1")))
+	assert.Equal(t, PodIfaceCacheData{Iface: &kvv1.Interface{Name: "net2"}, PodIP: "fd00:20::5", PodIPs: []string{"fd00:20::5"}},
+		readEntry(t, filepath.Join(vmiDir, "net2")))
+
+	st, err := os.Stat(vmiDir)
+	require.NoError(t, err)
+	assert.Equal(t, fs.FileMode(0o750), st.Mode().Perm())
+	st, err = os.Stat(filepath.Join(vmiDir, "net1"))
+	require.NoError(t, err)
+	assert.Equal(t, fs.FileMode(0o640), st.Mode().Perm())
+}
+
+func TestSync_UnchangedInput_DoesNoWritesOrReads(t *testing.T) {
+	rec := &recordingFS{}
+	w := NewWriterWithFS(t.TempDir(), rec, nil)
+	ifaces := []model.BoundInterface{bound("net1", "10.0.0.1/8"), bound("net2", "10.0.0.2/8")}
+	_, err := w.Sync(testUID, nil, ifaces, model.IPv4)
+	require.NoError(t, err)
+	require.Equal(t, 2, rec.creates)
+
+	res, err := w.Sync(testUID, nil, ifaces, model.IPv4)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"net1", "net2"}, res.Unchanged)
+	assert.Empty(t, res.Written)
+	assert.Equal(t, 2, rec.creates, "no new temp file")
+	assert.Equal(t, 2, rec.renames, "no new rename")
+	assert.Zero(t, rec.reads, "content known from memory")
+}
+
+func TestSync_RestartedWriter_LeavesIdenticalFilesAlone(t *testing.T) {
+	dir := t.TempDir()
+	ifaces := []model.BoundInterface{bound("net1", "10.0.0.1/8")}
+	_, err := NewWriter(dir, nil).Sync(testUID, nil, ifaces, model.IPv4)
+	require.NoError(t, err)
+
+	rec := &recordingFS{}
+	res, err := NewWriterWithFS(dir, rec, nil).Sync(testUID, nil, ifaces, model.IPv4)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"net1"}, res.Unchanged)
+	assert.Zero(t, rec.creates)
+	assert.Equal(t, 1, rec.reads, "compared once against the file of the earlier run")
+}
+
+func TestSync_FollowsChanges_IPChangeHotplugAndUnplug(t *testing.T) {
+	dir := t.TempDir()
+	w := NewWriter(dir, nil)
+	vmiDir := filepath.Join(dir, testUID)
+
+	_, err := w.Sync(testUID, nil, []model.BoundInterface{bound("net1", "10.0.0.1/8")}, model.IPv4)
+	require.NoError(t, err)
+
+	// IP change on net1, net2 hotplugged.
+	res, err := w.Sync(testUID, nil, []model.BoundInterface{bound("net1", "10.0.0.9/8"), bound("net2", "10.1.0.1/16")}, model.IPv4)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"net1", "net2"}, res.Written)
+	assert.Equal(t, "10.0.0.9", readEntry(t, filepath.Join(vmiDir, "net1")).PodIP)
+
+	// net1 unplugged; net2 loses its address (DHCP now): both entries go.
+	res, err = w.Sync(testUID, nil, []model.BoundInterface{{Name: "net2", DHCP: true}}, model.IPv4)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"net1", "net2"}, res.Removed)
+	assert.Empty(t, dirNames(t, vmiDir))
+
+	// Plugged back with the old content: written again although memory once held it.
+	res, err = w.Sync(testUID, nil, []model.BoundInterface{bound("net1", "10.0.0.9/8")}, model.IPv4)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"net1"}, res.Written)
+}
+
+func TestSync_FileDeletedBehindItsBack_IsRewritten(t *testing.T) {
+	dir := t.TempDir()
+	w := NewWriter(dir, nil)
+	ifaces := []model.BoundInterface{bound("net1", "10.0.0.1/8")}
+	_, err := w.Sync(testUID, nil, ifaces, model.IPv4)
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(filepath.Join(dir, testUID, "net1")))
+
+	res, err := w.Sync(testUID, nil, ifaces, model.IPv4)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"net1"}, res.Written)
+}
+
+func TestSync_HostileVMIUID_RefusedBeforeAnyIO(t *testing.T) {
+	for _, uid := range []string{"../x", "a/b", "", "..", strings.Repeat("u", 300)} {
+		t.Run(uid[:min(len(uid), 10)], func(t *testing.T) {
+			dir := t.TempDir()
+			_, err := NewWriter(dir, nil).Sync(uid, nil, []model.BoundInterface{bound("net1", "10.0.0.1/8")}, model.IPv4)
+			require.Error(t, err)
+			assert.ErrorIs(t, err, ErrInvalidName)
+			assert.Contains(t, err.Error(), "vmi uid")
+			assert.Empty(t, dirNames(t, dir), "nothing created")
+			assert.NoFileExists(t, filepath.Join(filepath.Dir(dir), "x"))
+		})
+	}
+}
+
+func TestSync_HostileInterfaceNames_RefusedValidOnesWritten(t *testing.T) {
+	dir := t.TempDir()
+	parent := filepath.Dir(dir)
+	res, err := NewWriter(dir, nil).Sync(testUID, nil, []model.BoundInterface{
+		bound("../x", "10.0.0.1/8"),
+		bound("a/b", "10.0.0.2/8"),
+		bound("", "10.0.0.3/8"),
+		bound(strings.Repeat("n", 300), "10.0.0.4/8"),
+		bound("net1", "10.0.0.5/8"),
+	}, model.IPv4)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, ErrInvalidName)
+	for _, want := range []string{`"../x"`, `"a/b"`, "interface name is empty", "300 bytes"} {
+		assert.Contains(t, err.Error(), want)
+	}
+	assert.Equal(t, []string{"net1"}, res.Written)
+	assert.Equal(t, []string{"net1"}, dirNames(t, filepath.Join(dir, testUID)))
+	assert.NoFileExists(t, filepath.Join(dir, "x"))
+	assert.NoFileExists(t, filepath.Join(parent, "x"))
+}
+
+func TestSync_FailedWriteAtAnyStep_KeepsOldEntryAndLeavesNoTempFile(t *testing.T) {
+	for _, step := range []string{"create", "write", "chmod", "sync", "close", "rename"} {
+		t.Run(step, func(t *testing.T) {
+			dir := t.TempDir()
+			vmiDir := filepath.Join(dir, testUID)
+			_, err := NewWriter(dir, nil).Sync(testUID, nil, []model.BoundInterface{bound("net1", "10.0.0.1/8")}, model.IPv4)
+			require.NoError(t, err)
+			before, err := os.ReadFile(filepath.Join(vmiDir, "net1"))
+			require.NoError(t, err)
+
+			rec := &recordingFS{failAt: step}
+			res, err := NewWriterWithFS(dir, rec, nil).Sync(testUID, nil, []model.BoundInterface{bound("net1", "10.0.0.2/8")}, model.IPv4)
+			require.Error(t, err)
+			assert.ErrorIs(t, err, errInjected)
+			assert.Contains(t, err.Error(), filepath.Join(vmiDir, "net1"), "error names the entry")
+			assert.Empty(t, res.Written)
+
+			after, err := os.ReadFile(filepath.Join(vmiDir, "net1"))
+			require.NoError(t, err)
+			assert.Equal(t, before, after, "old entry intact")
+			assert.Equal(t, []string{"net1"}, dirNames(t, vmiDir), "no temp file left")
+		})
+	}
+}
+
+func TestSync_ProcessKilledMidWrite_NoTornEntryAndNextSyncCleansUp(t *testing.T) {
+	dir := t.TempDir()
+	vmiDir := filepath.Join(dir, testUID)
+	_, err := NewWriter(dir, nil).Sync(testUID, nil, []model.BoundInterface{bound("net1", "10.0.0.1/8")}, model.IPv4)
+	require.NoError(t, err)
+
+	// Half the bytes reach the temp file, then the "process" is gone: no cleanup runs.
+	dying := &recordingFS{failAt: "write", died: true}
+	_, err = NewWriterWithFS(dir, dying, nil).Sync(testUID, nil, []model.BoundInterface{bound("net1", "10.0.0.2/8")}, model.IPv4)
+	require.Error(t, err)
+
+	names := dirNames(t, vmiDir)
+	require.Len(t, names, 2, "the torn temp file is left behind: %v", names)
+	assert.Equal(t, "10.0.0.1", readEntry(t, filepath.Join(vmiDir, "net1")).PodIP, "the entry is whole and old")
+
+	// The restarted writer finishes the job and removes the leftover.
+	res, err := NewWriter(dir, nil).Sync(testUID, nil, []model.BoundInterface{bound("net1", "10.0.0.2/8")}, model.IPv4)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"net1"}, res.Written)
+	require.Len(t, res.Removed, 1)
+	assert.True(t, strings.HasPrefix(res.Removed[0], ".net1.tmp-"), "removed %q", res.Removed[0])
+	assert.Equal(t, []string{"net1"}, dirNames(t, vmiDir))
+	assert.Equal(t, "10.0.0.2", readEntry(t, filepath.Join(vmiDir, "net1")).PodIP)
+}
+
+func TestSync_DirectoryFsyncFails_EntryInPlaceAndErrorReturned(t *testing.T) {
+	dir := t.TempDir()
+	rec := &recordingFS{failAt: "syncdir"}
+	w := NewWriterWithFS(dir, rec, nil)
+	_, err := w.Sync(testUID, nil, []model.BoundInterface{bound("net1", "10.0.0.1/8")}, model.IPv4)
+	require.ErrorIs(t, err, errInjected)
+	assert.Contains(t, err.Error(), "fsync interface cache directory")
+	assert.Equal(t, "10.0.0.1", readEntry(t, filepath.Join(dir, testUID, "net1")).PodIP)
+
+	rec.failAt = ""
+	res, err := w.Sync(testUID, nil, []model.BoundInterface{bound("net1", "10.0.0.1/8")}, model.IPv4)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"net1"}, res.Unchanged)
+}
+
+func TestSync_LeavesSubdirectoriesAlone(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, testUID, "keep"), 0o750))
+	_, err := NewWriter(dir, nil).Sync(testUID, nil, nil, model.IPv4)
+	require.NoError(t, err)
+	assert.DirExists(t, filepath.Join(dir, testUID, "keep"))
+}
+
+func TestSync_ConcurrentCallers_EndInOneConsistentState(t *testing.T) {
+	dir := t.TempDir()
+	w := NewWriter(dir, nil)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			ifaces := []model.BoundInterface{bound("net1", "10.0.0.1/8")}
+			if i%2 == 1 {
+				ifaces = append(ifaces, bound("net2", "10.0.0.2/8"))
+			}
+			_, err := w.Sync(testUID, nil, ifaces, model.IPv4)
+			assert.NoError(t, err)
+		})
+	}
+	wg.Wait()
+	res, err := w.Sync(testUID, nil, []model.BoundInterface{bound("net1", "10.0.0.1/8")}, model.IPv4)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"net1"}, res.Unchanged)
+	assert.Equal(t, []string{"net1"}, dirNames(t, filepath.Join(dir, testUID)), "no temp file left")
+}
+
+func BenchmarkSync_64InterfacesUnchanged(b *testing.B) {
+	w := NewWriter(b.TempDir(), nil)
+	ifaces := make([]model.BoundInterface, 64)
+	for i := range ifaces {
+		ifaces[i] = model.BoundInterface{
+			Name:      "net" + string(rune('a'+i/26)) + string(rune('a'+i%26)),
+			Addresses: prefixes("10.66.10.77/24", "fd00:10:66::77/64"),
+		}
+	}
+	if _, err := w.Sync(testUID, nil, ifaces, model.IPv4); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := w.Sync(testUID, nil, ifaces, model.IPv4)
+		if err != nil || len(res.Written) != 0 {
+			b.Fatalf("unchanged Sync wrote %v (err %v)", res.Written, err)
+		}
+	}
+}

@@ -1,0 +1,64 @@
+package model
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
+)
+
+// defaultPodNetworksKey is the k8s.ovn.org/pod-networks key of the cluster default network.
+const defaultPodNetworksKey = "default"
+
+func (f Family) String() string {
+	switch f {
+	case IPv4:
+		return "IPv4"
+	case IPv6:
+		return "IPv6"
+	default:
+		return "unknown"
+	}
+}
+
+// FamilyOf returns the family of a valid address (IPv4-mapped IPv6 counts as IPv4).
+func FamilyOf(a netip.Addr) Family {
+	if a.Unmap().Is4() {
+		return IPv4
+	}
+	return IPv6
+}
+
+// PrimaryFamily is the pod's primary IP family (DESIGN.md section 2): the family of podIP (env
+// MY_POD_IP) when it parses, else of the first "default" address in pod-networks, else IPv4.
+func PrimaryFamily(snap *downwardapi.Snapshot, podIP string) Family {
+	if a, err := netip.ParseAddr(strings.TrimSpace(podIP)); err == nil {
+		return FamilyOf(a)
+	}
+	if snap != nil {
+		if def, ok := snap.PodNetworks[defaultPodNetworksKey]; ok {
+			for _, p := range def.IPAddresses {
+				if p.IsValid() {
+					return FamilyOf(p.Addr())
+				}
+			}
+		}
+	}
+	return IPv4
+}
+
+// sortByFamily orders items primary family first, keeping the relative order inside a family.
+func sortByFamily[T any](items []T, primary Family, family func(T) Family) {
+	slices.SortStableFunc(items, func(a, b T) int {
+		ra, rb := familyRank(family(a), primary), familyRank(family(b), primary)
+		return ra - rb
+	})
+}
+
+func familyRank(f, primary Family) int {
+	if f == primary {
+		return 0
+	}
+	return 1
+}

@@ -1,0 +1,88 @@
+package model
+
+import (
+	"fmt"
+
+	kvv1 "kubevirt.io/api/core/v1"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
+)
+
+// Sources named in Missing items that more than one input can satisfy.
+var (
+	sourceL3 = downwardapi.NetworkStatusAnnotation + " or " + downwardapi.PodNetworksAnnotation
+	// A MAC also comes from the VMI; naming it tells the operator how to unblock a NIC whose CNI
+	// reports none.
+	sourceMAC        = "spec.domain.devices.interfaces[].macAddress, " + sourceL3
+	sourceDeviceInfo = SourceDeviceInfoFile + ", " + downwardapi.NetworkInfoAnnotation + " or " + downwardapi.NetworkStatusAnnotation
+)
+
+// The Missing* functions say what a consumer still lacks; empty means ready. They never report wrong
+// input: when Build would fail they return nil, so that a hook waiting for them stops at once and its
+// Build call reports the error instead of a timeout.
+
+// MissingForCloudInit lists, per bound interface, what cloud-init needs: a MAC to match the guest NIC,
+// and the interface's network-status or pod-networks entry (addresses, or DHCP from ipam_mode). An
+// entry with no addresses (IPAM-less network) is ready: there is nothing more to wait for.
+func MissingForCloudInit(vmi *kvv1.VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) []downwardapi.Missing {
+	ds, err := build(vmi, snap, opts)
+	if err != nil {
+		return nil
+	}
+	var out []downwardapi.Missing
+	for _, d := range ds {
+		if !d.hasNetworkStatus && !d.hasPodNetworks {
+			out = append(out, missingEntry(d))
+		}
+		if d.MAC == nil {
+			out = append(out, downwardapi.Missing{Interface: d.Name, Network: d.Network, Source: sourceMAC, Field: "mac"})
+		}
+	}
+	return out
+}
+
+// MissingForDomain lists the bound interfaces whose VF host PCI address is not known yet, except
+// those skip says KubeVirt already wired (skip may be nil). A device-info of another type than pci is
+// not missing: it is there, and the domain step rejects it with a clear error.
+func MissingForDomain(vmi *kvv1.VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options, skip func(ifaceName string) bool) []downwardapi.Missing {
+	ds, err := build(vmi, snap, opts)
+	if err != nil {
+		return nil
+	}
+	var out []downwardapi.Missing
+	for _, d := range ds {
+		if skip != nil && skip(d.Name) {
+			continue
+		}
+		if d.DeviceType == "" {
+			out = append(out, downwardapi.Missing{Interface: d.Name, Network: d.Network, Source: sourceDeviceInfo,
+				Field: "deviceInfo.pci.pci-address"})
+		}
+	}
+	return out
+}
+
+// MissingForCache lists the bound interfaces whose network-status or pod-networks entry has not
+// arrived: the interface cache records the addresses those entries carry.
+func MissingForCache(vmi *kvv1.VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) []downwardapi.Missing {
+	ds, err := build(vmi, snap, opts)
+	if err != nil {
+		return nil
+	}
+	var out []downwardapi.Missing
+	for _, d := range ds {
+		if !d.hasNetworkStatus && !d.hasPodNetworks {
+			out = append(out, missingEntry(d))
+		}
+	}
+	return out
+}
+
+func missingEntry(d derived) downwardapi.Missing {
+	return downwardapi.Missing{
+		Interface: d.Name,
+		Network:   d.Network,
+		Source:    sourceL3,
+		Field:     fmt.Sprintf("entry for pod interface %q or key %q", d.PodInterfaceName, d.podNetworksKey),
+	}
+}

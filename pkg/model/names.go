@@ -1,0 +1,216 @@
+package model
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	kvv1 "kubevirt.io/api/core/v1"
+)
+
+// Pod interface naming, as KubeVirt's pkg/network/namescheme/networknamescheme.go does it.
+const (
+	hashedIfacePrefix  = "pod"
+	hashedIfaceHexLen  = 11 // kernel IFNAMSIZ 15 minus the "-nic" suffix of the bridge binding
+	primaryPodIface    = "eth0"
+	ordinalIfacePrefix = "net"
+)
+
+// HashedPodInterfaceName returns the pod interface name KubeVirt gives a secondary Multus network:
+// "pod" + the first 11 hex characters of sha256(VMI network name); equal to KubeVirt's
+// namescheme.GenerateHashedInterfaceName (asserted in test/model).
+func HashedPodInterfaceName(network string) string {
+	sum := sha256.Sum256([]byte(network))
+	return hashedIfacePrefix + hex.EncodeToString(sum[:])[:hashedIfaceHexLen]
+}
+
+// BoundInterfaceNames returns the names of the VMI interfaces bound to bindingName, in spec order.
+// Interfaces being hot-unplugged (state absent) are left out: KubeVirt removes their pod
+// attachment, so there is nothing to wire or configure.
+func BoundInterfaceNames(vmi *kvv1.VirtualMachineInstance, bindingName string) []string {
+	if vmi == nil || bindingName == "" {
+		return nil
+	}
+	var names []string
+	for _, iface := range vmi.Spec.Domain.Devices.Interfaces {
+		if isBound(iface, bindingName) {
+			names = append(names, iface.Name)
+		}
+	}
+	return names
+}
+
+func isBound(iface kvv1.Interface, bindingName string) bool {
+	return iface.Binding != nil && iface.Binding.Name == bindingName && iface.State != kvv1.InterfaceStateAbsent
+}
+
+// binding is one bound interface resolved against the VMI spec alone.
+type binding struct {
+	iface   kvv1.Interface
+	network kvv1.Network
+	// nad is the qualified "<ns>/<nad>" of multus.networkName.
+	nad string
+	// podNetworksKey is the k8s.ovn.org/pod-networks key: nad, or "<nad>/<n>" for the n-th
+	// (n >= 1) attachment of the same NAD (OVN-K util.GetIndexedNADKey).
+	podNetworksKey string
+	// hashedIface and ordinalIface are the pod interface names under KubeVirt's two name schemes.
+	hashedIface  string
+	ordinalIface string
+}
+
+// resolveBindings resolves every bound interface to its network, NAD and pod interface names. The
+// errors are wrong VMI input: a bound interface whose network is missing or not Multus, hostile names.
+func resolveBindings(vmi *kvv1.VirtualMachineInstance, bindingName string) ([]binding, error) {
+	if vmi == nil {
+		return nil, &InputError{Source: SourceVMI, Err: errors.New("no VMI")}
+	}
+	if bindingName == "" {
+		return nil, &InputError{Source: "options", Field: "BindingName", Err: errors.New("empty binding name")}
+	}
+	networks := map[string]kvv1.Network{}
+	// Multus secondary networks in spec order give the ordinal names (net1, net2, ...) and the
+	// per-NAD attachment index, as KubeVirt builds k8s.v1.cni.cncf.io/networks in that order
+	// (pkg/network/multus/annotation.go).
+	ordinal := map[string]string{}
+	nadIndex := map[string]int{}
+	nadSeen := map[string]int{}
+	absent := map[string]bool{}
+	for _, iface := range vmi.Spec.Domain.Devices.Interfaces {
+		if iface.State == kvv1.InterfaceStateAbsent {
+			absent[iface.Name] = true
+		}
+	}
+	secondary := 0
+	for _, n := range vmi.Spec.Networks {
+		if _, dup := networks[n.Name]; dup {
+			continue // first wins; KubeVirt's admission rejects duplicate network names
+		}
+		networks[n.Name] = n
+		if n.Multus == nil || n.Multus.Default {
+			continue
+		}
+		secondary++
+		ordinal[n.Name] = ordinalIfacePrefix + strconv.Itoa(secondary)
+		if absent[n.Name] {
+			continue
+		}
+		nad, err := qualifyNAD(n.Multus.NetworkName, vmi.Namespace)
+		if err != nil {
+			continue // reported below if the network is bound to us; not ours to judge otherwise
+		}
+		nadIndex[n.Name] = nadSeen[nad]
+		nadSeen[nad]++
+	}
+
+	var out []binding
+	for i, iface := range vmi.Spec.Domain.Devices.Interfaces {
+		if !isBound(iface, bindingName) {
+			continue
+		}
+		fail := func(field string, err error) error {
+			return &InputError{Interface: iface.Name, Network: iface.Name, Source: SourceVMI, Field: field, Err: err}
+		}
+		if !validName(iface.Name) {
+			return nil, fail(fmt.Sprintf("spec.domain.devices.interfaces[%d].name", i),
+				fmt.Errorf("invalid interface name %s: only letters, digits, '-' and '_' are allowed", quote(iface.Name)))
+		}
+		// A VMI interface uses the network of the same name (KubeVirt pkg/network/vmispec).
+		n, ok := networks[iface.Name]
+		if !ok {
+			return nil, fail("spec.networks", errors.New("no network with the interface's name"))
+		}
+		if n.Multus == nil {
+			return nil, fail("spec.networks[].multus", errors.New("the network is not a Multus network; this binding needs a Multus NetworkAttachmentDefinition"))
+		}
+		nad, err := qualifyNAD(n.Multus.NetworkName, vmi.Namespace)
+		if err != nil {
+			return nil, fail("spec.networks[].multus.networkName", err)
+		}
+		b := binding{iface: iface, network: n, nad: nad, podNetworksKey: nad}
+		if n.Multus.Default {
+			b.hashedIface, b.ordinalIface = primaryPodIface, primaryPodIface
+		} else {
+			b.hashedIface, b.ordinalIface = HashedPodInterfaceName(n.Name), ordinal[n.Name]
+			if idx := nadIndex[n.Name]; idx > 0 {
+				b.podNetworksKey = nad + "/" + strconv.Itoa(idx)
+			}
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// qualifyNAD turns multus.networkName ("<nad>" or "<ns>/<nad>") into "<ns>/<nad>", defaulting the
+// namespace to the VMI's (KubeVirt pkg/network/multus/nad.go NetAttachDefNamespacedName).
+func qualifyNAD(networkName, vmiNamespace string) (string, error) {
+	ns, name, qualified := strings.Cut(networkName, "/")
+	if !qualified {
+		ns, name = vmiNamespace, networkName
+	}
+	if !isDNSLabel(ns) {
+		if !qualified && ns == "" {
+			return "", fmt.Errorf("network name %s has no namespace and the VMI has none", quote(networkName))
+		}
+		return "", fmt.Errorf("invalid namespace in network name %s", quote(networkName))
+	}
+	if !isDNSSubdomain(name) {
+		return "", fmt.Errorf("invalid NetworkAttachmentDefinition name in network name %s", quote(networkName))
+	}
+	return ns + "/" + name, nil
+}
+
+// validName is KubeVirt's interface/network name rule (pkg/network/admitter/netiface.go).
+func validName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !isAlnum(c) && c != '-' && c != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+func isAlnum(c byte) bool {
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+}
+
+func isLowerAlnum(c byte) bool {
+	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')
+}
+
+// isDNSLabel is RFC 1123 label validation, the Kubernetes rule for namespace names.
+func isDNSLabel(s string) bool {
+	if s == "" || len(s) > 63 || !isLowerAlnum(s[0]) || !isLowerAlnum(s[len(s)-1]) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isLowerAlnum(s[i]) && s[i] != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// isDNSSubdomain is RFC 1123 subdomain validation, the Kubernetes rule for NAD names.
+func isDNSSubdomain(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || !isLowerAlnum(label[0]) || !isLowerAlnum(label[len(label)-1]) {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			if !isLowerAlnum(label[i]) && label[i] != '-' {
+				return false
+			}
+		}
+	}
+	return true
+}
