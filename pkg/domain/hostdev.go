@@ -1,0 +1,111 @@
+package domain
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+)
+
+const (
+	// userAliasPrefix marks a user-defined libvirt alias; KubeVirt's api.Alias strips it on unmarshal
+	// (pkg/virt-launcher/virtwrap/api/schema.go, UserAliasPrefix).
+	userAliasPrefix = "ua-"
+	// sriovAliasPrefix is what KubeVirt's NetStat looks for to report a hostdev as the VMI interface
+	// named by the rest of the alias (pkg/network/deviceinfo/sriov.go, SRIOVAliasPrefix;
+	// pkg/network/setup/netstat.go, sriovIfacesStatusFromDomainHostDevices).
+	sriovAliasPrefix = "sriov-"
+
+	deviceTypePCI = "pci"
+	// maxPCISlot: a PCI device number is 5 bits; libvirt rejects a larger slot.
+	maxPCISlot = 0x1f
+)
+
+// pciAddressPattern is the domain:bus:slot.function form of device-info "pci-address" and of the VMI
+// interface "pciAddress" (KubeVirt pkg/util/hardware/hw_utils.go, PCI_ADDRESS_PATTERN).
+var pciAddressPattern = regexp.MustCompile(`^([0-9a-fA-F]{4}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$`)
+
+// ifaceNamePattern is what KubeVirt admits as an interface name (pkg/network/admitter/netiface.go,
+// validateInterfaceNameFormat) and a subset of what libvirt accepts in a user alias.
+var ifaceNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// HostdevAlias is the libvirt alias of the hostdev that carries interface ifaceName's VF.
+func HostdevAlias(ifaceName string) string {
+	return userAliasPrefix + sriovAliasPrefix + ifaceName
+}
+
+// interfaceAlias is the alias KubeVirt gives an <interface> it wires for VMI interface ifaceName.
+func interfaceAlias(ifaceName string) string {
+	return userAliasPrefix + ifaceName
+}
+
+func validateIfaceName(name string) error {
+	if !ifaceNamePattern.MatchString(name) {
+		return fmt.Errorf("%w: interface name %q: want letters, digits, '-' or '_' (KubeVirt's own rule)", ErrInvalidInterface, name)
+	}
+	return nil
+}
+
+// newHostdev builds the <hostdev> for one bound interface from its device-info and VMI spec.
+func newHostdev(iface model.BoundInterface) (*libvirtxml.DomainHostdev, error) {
+	if iface.DeviceType != "" && iface.DeviceType != deviceTypePCI {
+		return nil, fmt.Errorf("%w: interface %q (network %q): device-info type %q, only %q can be a hostdev",
+			ErrUnsupportedDeviceType, iface.Name, iface.Network, iface.DeviceType, deviceTypePCI)
+	}
+	if iface.HostPCIAddress == "" {
+		return nil, fmt.Errorf("%w: interface %q (network %q): no device-info PCI address",
+			ErrMissingDeviceInfo, iface.Name, iface.Network)
+	}
+	host, err := parsePCIAddress(iface.HostPCIAddress)
+	if err != nil {
+		return nil, fmt.Errorf("interface %q (network %q): device-info pci-address: %w", iface.Name, iface.Network, err)
+	}
+	hostdev := &libvirtxml.DomainHostdev{
+		Managed: "no", // the VF is bound to vfio-pci by the device plugin, not by libvirt
+		SubsysPCI: &libvirtxml.DomainHostdevSubsysPCI{
+			Source: &libvirtxml.DomainHostdevSubsysPCISource{Address: host},
+		},
+		Alias: &libvirtxml.DomainAlias{Name: HostdevAlias(iface.Name)},
+	}
+	if iface.GuestPCIAddress != "" {
+		guest, err := parsePCIAddress(iface.GuestPCIAddress)
+		if err != nil {
+			return nil, fmt.Errorf("interface %q (network %q): VMI pciAddress: %w", iface.Name, iface.Network, err)
+		}
+		hostdev.Address = &libvirtxml.DomainAddress{PCI: guest}
+	}
+	if iface.BootOrder != nil {
+		if *iface.BootOrder == 0 {
+			return nil, fmt.Errorf("%w: interface %q (network %q): VMI bootOrder 0, want >= 1",
+				ErrInvalidInterface, iface.Name, iface.Network)
+		}
+		hostdev.Boot = &libvirtxml.DomainDeviceBoot{Order: *iface.BootOrder}
+	}
+	return hostdev, nil
+}
+
+// parsePCIAddress converts "0000:65:00.2" into libvirt's PCI address.
+func parsePCIAddress(s string) (*libvirtxml.DomainAddressPCI, error) {
+	m := pciAddressPattern.FindStringSubmatch(s)
+	if m == nil {
+		return nil, fmt.Errorf("%w: %q: want dddd:bb:ss.f in hex", ErrInvalidPCIAddress, s)
+	}
+	var fields [4]uint
+	for i := range fields {
+		// Cannot fail: the pattern admits at most four hex digits.
+		v, err := strconv.ParseUint(m[i+1], 16, 32)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %q: %w", ErrInvalidPCIAddress, s, err)
+		}
+		fields[i] = uint(v)
+	}
+	if fields[2] > maxPCISlot {
+		return nil, fmt.Errorf("%w: %q: slot 0x%02x is above 0x%02x", ErrInvalidPCIAddress, s, fields[2], maxPCISlot)
+	}
+	return &libvirtxml.DomainAddressPCI{
+		Domain: &fields[0], Bus: &fields[1], Slot: &fields[2], Function: &fields[3],
+	}, nil
+}
