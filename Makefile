@@ -4,14 +4,15 @@
 SHELL        := /bin/bash
 VERSION      ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BIN          ?= bin/sriov-udn-binding
-IMAGE        ?= localhost/sriov-udn-binding:$(VERSION)
-CONTAINER    ?= $(shell command -v podman 2>/dev/null || command -v docker 2>/dev/null || echo docker)
+IMAGE        ?= ghcr.io/sriov-udn-binding/sriov-udn-binding:$(VERSION)
+E2E_IMAGE    ?= sriov-udn-binding:e2e
+CONTAINER_TOOL ?= $(shell command -v podman >/dev/null 2>&1 && echo podman || echo docker)
 STATICCHECK  := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 LDFLAGS      := -s -w -X main.version=$(VERSION)
 # Go modules that hold tests: the sidecar, the integration/guest module, the manifests module.
-MODULES      := . test $(if $(wildcard test/manifests/go.mod),test/manifests)
+MODULES      := . test test/manifests
 
-.PHONY: help build test test-unit test-integration test-guest demo bench lint fuzz image e2e clean
+.PHONY: help build test test-unit test-integration test-manifests test-guest demo bench lint fuzz image e2e clean
 
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -23,8 +24,9 @@ test: ## every test: unit, integration (KubeVirt hook Manager, kubelet AtomicWri
 	go vet ./...
 	go test -count=1 ./...
 	cd test && go vet ./... && go vet -tags e2e ./...
-	cd test && go test -count=1 -timeout 30m ./...
-	$(if $(wildcard test/manifests/go.mod),cd test/manifests && go test -count=1 ./...)
+	$(MAKE) test-integration
+	$(MAKE) test-manifests
+	$(MAKE) test-guest
 
 test-unit: ## unit tests of the sidecar module only
 	go test -count=1 ./...
@@ -49,11 +51,15 @@ lint: ## gofmt, go vet, staticcheck (pinned) on every module
 fuzz: ## run every fuzz target for FUZZTIME each (default 60s)
 	@set -e; for pkg in $$(go list ./...); do for f in $$(go test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do echo "== $$pkg $$f"; go test -run '^$$' -fuzz "^$$f$$" -fuzztime $${FUZZTIME:-60s} $$pkg; done; done
 
-image: ## container image (needs podman or docker)
-	$(CONTAINER) build -f images/Containerfile --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+test-manifests: ## manifests decode strictly, kustomize builds, admission policy verdicts
+	cd test/manifests && go vet ./... && go test -count=1 ./...
 
-e2e: image ## kind end-to-end suite (needs Docker and kind)
-	cd test && IMAGE=$(IMAGE) go test -count=1 -tags e2e -timeout 60m -v ./e2e/...
+image: ## container image (IMAGE=..., VERSION=..., CONTAINER_TOOL=docker|podman)
+	$(CONTAINER_TOOL) build -f images/Containerfile --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+
+e2e: ## kind end-to-end suite: needs docker, kind, kubectl and network; 20-40 min; not run in CI
+	$(MAKE) image IMAGE=$(E2E_IMAGE) CONTAINER_TOOL=docker
+	cd test && E2E_IMAGE=$(E2E_IMAGE) go test -tags e2e -count=1 -timeout 60m -v ./e2e/...
 
 clean: ## remove build outputs
 	rm -rf bin

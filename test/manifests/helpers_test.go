@@ -1,0 +1,157 @@
+package manifests_test
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	admissionregistrationv1beta1 "k8s.io/api/admissionregistration/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+)
+
+// Paths relative to this package's directory (go test runs in it).
+var (
+	manifestsDir     = filepath.Join("..", "..", "manifests")
+	e2eTestdataDir   = filepath.Join("..", "e2e", "testdata")
+	manifestRootDirs = []string{manifestsDir, e2eTestdataDir}
+)
+
+const (
+	bindingName = "sriov-udn"
+	// podInfoDir is cmd/sidecar's default --pod-info-dir; the MutatingAdmissionPolicy must mount there.
+	podInfoDir = "/var/run/kubevirt-private/downwardapi/podinfo"
+)
+
+// newScheme registers every API type the manifests may contain.
+func newScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		corev1.AddToScheme,
+		admissionregistrationv1.AddToScheme,
+		admissionregistrationv1beta1.AddToScheme,
+		kubevirtv1.AddToScheme,
+		nadv1.AddToScheme,
+	} {
+		require.NoError(t, add(scheme))
+	}
+	return scheme
+}
+
+// strictDecoder rejects unknown and duplicate fields, as `kubectl apply --validate=strict` does.
+func strictDecoder(scheme *runtime.Scheme) runtime.Decoder {
+	return serializer.NewCodecFactory(scheme, serializer.EnableStrict).UniversalDeserializer()
+}
+
+// document is one YAML document of a manifest file.
+type document struct {
+	file  string
+	index int
+	data  []byte
+}
+
+// splitDocuments splits a multi-document YAML stream, dropping documents that are only comments.
+func splitDocuments(file string, data []byte) ([]document, error) {
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var docs []document
+	for i := 0; ; i++ {
+		chunk, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return docs, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		js, err := yaml.YAMLToJSON(chunk)
+		if err != nil {
+			return nil, err
+		}
+		if s := strings.TrimSpace(string(js)); s == "null" || s == "" {
+			continue
+		}
+		docs = append(docs, document{file: file, index: i, data: chunk})
+	}
+}
+
+// manifestFiles lists every YAML file under the manifest roots, kustomization files apart.
+func manifestFiles(t *testing.T) (resources, kustomizations []string) {
+	t.Helper()
+	for _, root := range manifestRootDirs {
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			switch {
+			case d.Name() == "kustomization.yaml":
+				kustomizations = append(kustomizations, path)
+			case strings.HasSuffix(d.Name(), ".yaml") || strings.HasSuffix(d.Name(), ".yml"):
+				resources = append(resources, path)
+			}
+			return nil
+		})
+		require.NoError(t, err, "walk %s", root)
+	}
+	require.NotEmpty(t, resources)
+	require.NotEmpty(t, kustomizations)
+	return resources, kustomizations
+}
+
+// loadTyped strictly decodes the single object of kind T in file (relative to manifestsDir).
+func loadTyped[T runtime.Object](t *testing.T, file string) T {
+	t.Helper()
+	objs := loadFile(t, file)
+	var found []T
+	for _, o := range objs {
+		if typed, ok := o.(T); ok {
+			found = append(found, typed)
+		}
+	}
+	require.Len(t, found, 1, "%s: want exactly one %T", file, *new(T))
+	return found[0]
+}
+
+// loadFile strictly decodes every document of file.
+func loadFile(t *testing.T, file string) []runtime.Object {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	docs, err := splitDocuments(file, data)
+	require.NoError(t, err, file)
+	dec := strictDecoder(newScheme(t))
+	var objs []runtime.Object
+	for _, d := range docs {
+		obj, _, err := dec.Decode(d.data, nil, nil)
+		require.NoError(t, err, "%s document %d", file, d.index)
+		objs = append(objs, obj)
+	}
+	return objs
+}
+
+// loadUnstructured reads the single document of file as the apiserver hands a custom resource to
+// admission: an unstructured object.
+func loadUnstructured(t *testing.T, file string) *unstructured.Unstructured {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	js, err := yaml.YAMLToJSON(data)
+	require.NoError(t, err)
+	u := &unstructured.Unstructured{}
+	require.NoError(t, u.UnmarshalJSON(js), file)
+	return u
+}

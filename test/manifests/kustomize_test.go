@@ -1,0 +1,109 @@
+package manifests_test
+
+import (
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/runtime"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+)
+
+// build runs `kustomize build dir` and strictly decodes every object of the result.
+func build(t *testing.T, dir string) []runtime.Object {
+	t.Helper()
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	resMap, err := k.Run(filesys.MakeFsOnDisk(), dir)
+	require.NoError(t, err, "kustomize build %s", dir)
+	dec := strictDecoder(newScheme(t))
+	var objs []runtime.Object
+	for _, res := range resMap.Resources() {
+		data, err := res.AsYAML()
+		require.NoError(t, err)
+		obj, _, err := dec.Decode(data, nil, nil)
+		require.NoError(t, err, "kustomize build %s: %s", dir, res.CurId())
+		objs = append(objs, obj)
+	}
+	return objs
+}
+
+func kindNames(objs []runtime.Object) []string {
+	var out []string
+	for _, o := range objs {
+		acc, ok := o.(interface{ GetName() string })
+		if !ok {
+			continue
+		}
+		out = append(out, o.GetObjectKind().GroupVersionKind().Kind+"/"+acc.GetName())
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestKustomize_EveryKustomizationBuilds(t *testing.T) {
+	_, kustomizations := manifestFiles(t)
+	for _, file := range kustomizations {
+		dir := filepath.Dir(file)
+		t.Run(dir, func(t *testing.T) {
+			objs := build(t, dir)
+			assert.NotEmpty(t, objs)
+			for _, o := range objs {
+				checkObject(t, o)
+			}
+		})
+	}
+}
+
+func TestKustomize_OverlaysContainWhatTheirKubeVirtNeeds(t *testing.T) {
+	policies := []string{
+		"ValidatingAdmissionPolicy/sriov-udn-binding-memlock.kubevirt.io",
+		"ValidatingAdmissionPolicy/sriov-udn-binding.kubevirt.io",
+		"ValidatingAdmissionPolicyBinding/sriov-udn-binding-memlock.kubevirt.io",
+		"ValidatingAdmissionPolicyBinding/sriov-udn-binding.kubevirt.io",
+	}
+	withMAP := append([]string{
+		"KubeVirt/kubevirt",
+		"MutatingAdmissionPolicy/sriov-udn-binding-podinfo.kubevirt.io",
+		"MutatingAdmissionPolicyBinding/sriov-udn-binding-podinfo.kubevirt.io",
+	}, policies...)
+	sort.Strings(withMAP)
+	withoutMAP := append([]string{"KubeVirt/kubevirt"}, policies...)
+	sort.Strings(withoutMAP)
+
+	cases := []struct {
+		dir            string
+		wantObjects    []string
+		wantDownward   kubevirtv1.NetworkBindingDownwardAPIType
+		wantAttachment kubevirtv1.DomainAttachmentType
+		wantImage      string
+	}{
+		{dir: manifestsDir, wantObjects: withMAP, wantDownward: kubevirtv1.DeviceInfo, wantImage: "ghcr.io/sriov-udn-binding/sriov-udn-binding:v0.1.0"},
+		{dir: filepath.Join(manifestsDir, "overlays", "stock"), wantObjects: withMAP, wantDownward: kubevirtv1.DeviceInfo, wantImage: "ghcr.io/sriov-udn-binding/sriov-udn-binding:v0.1.0"},
+		// KubeVirt mounts pod-info itself: a MAP would mount a second volume at the same path.
+		{dir: filepath.Join(manifestsDir, "overlays", "pod-info"), wantObjects: withoutMAP, wantDownward: "pod-info", wantImage: "ghcr.io/sriov-udn-binding/sriov-udn-binding:v0.1.0"},
+		{dir: filepath.Join(manifestsDir, "overlays", "e2e"), wantObjects: withMAP, wantDownward: kubevirtv1.DeviceInfo,
+			wantAttachment: kubevirtv1.ManagedTap, wantImage: "docker.io/library/sriov-udn-binding:e2e"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.dir, func(t *testing.T) {
+			objs := build(t, tc.dir)
+			assert.Equal(t, tc.wantObjects, kindNames(objs))
+			var kv *kubevirtv1.KubeVirt
+			for _, o := range objs {
+				if k, ok := o.(*kubevirtv1.KubeVirt); ok {
+					kv = k
+				}
+			}
+			require.NotNil(t, kv)
+			assert.Equal(t, "kubevirt", kv.Namespace)
+			plugin := kv.Spec.Configuration.NetworkConfiguration.Binding[bindingName]
+			assert.Equal(t, tc.wantDownward, plugin.DownwardAPI)
+			assert.Equal(t, tc.wantAttachment, plugin.DomainAttachmentType)
+			assert.Equal(t, tc.wantImage, plugin.SidecarImage)
+		})
+	}
+}
