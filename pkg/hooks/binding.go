@@ -1,6 +1,7 @@
 package hooks
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -122,7 +123,14 @@ func (b *Binding) PreCloudInitIso(ctx context.Context, vmiJSON, cloudInitData, n
 		return nil, nil, err
 	}
 	if len(model.BoundInterfaceNames(vmi, b.cfg.Options.BindingName)) == 0 {
-		return cloudInitData, noCloudSource, nil
+		// Nothing of ours: hand the data back as received. The one exception is an empty UserData,
+		// which KubeVirt would reject and replace with the legacy source, dropping the metadata
+		// (pkg/hooks/manager.go preCloudInitIsoValidateResult); Apply makes it "#cloud-config".
+		data, source, err := cloudinit.Apply(cloudInitData, nil)
+		if err != nil || bytes.Equal(data, cloudInitData) {
+			return cloudInitData, noCloudSource, nil
+		}
+		return data, source, nil
 	}
 	snap, err := b.wait(ctx, "PreCloudInitIso", func(s *downwardapi.Snapshot) []downwardapi.Missing {
 		return model.MissingForCloudInit(vmi, s, b.cfg.Options)

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -92,6 +91,18 @@ func TestBinding_VMIWithNoneOfOurs_PassesThroughByteForByte(t *testing.T) {
 	assert.Equal(t, dom, out)
 }
 
+func TestBinding_VMIWithNoneOfOurs_EmptyUserDataBecomesCloudConfigSoMetadataIsKept(t *testing.T) {
+	b := newTestBinding(t, nil, nil)
+	vmi := []byte(`{"spec":{"domain":{"devices":{"interfaces":[{"name":"default","masquerade":{}}]}},"networks":[{"name":"default","pod":{}}]}}`)
+	in := `{"DataSource":"noCloud","NoCloudMetaData":{"instance-id":"i"},"UserData":"","NetworkData":"","VolumeName":"v"}`
+	data, _, err := b.PreCloudInitIso(context.Background(), vmi, []byte(in), nil)
+	require.NoError(t, err)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(data, &got))
+	assert.Equal(t, "#cloud-config\n", got["UserData"])
+	assert.Equal(t, map[string]any{"instance-id": "i"}, got["NoCloudMetaData"])
+}
+
 func TestBinding_BadInput_ErrorCodes(t *testing.T) {
 	annotations, vmi := loadSample(t)
 	tests := []struct {
@@ -160,7 +171,6 @@ func withoutDeviceInfo(m map[string]string) map[string]string {
 }
 
 type recordingCache struct {
-	mu    sync.Mutex
 	calls chan []model.BoundInterface
 }
 

@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"testing"
 
-	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	"github.com/stretchr/testify/require"
 	kvv1 "kubevirt.io/api/core/v1"
 
@@ -135,20 +134,6 @@ func podNetworks(t testing.TB, js string) downwardapi.PodNetworks {
 	pn, err := decodePodNetworks([]byte(js))
 	require.NoError(t, err)
 	return pn
-}
-
-func networkStatus(t testing.TB, js string) []nadv1.NetworkStatus {
-	t.Helper()
-	var st []nadv1.NetworkStatus
-	require.NoError(t, json.Unmarshal([]byte(js), &st))
-	return st
-}
-
-func networkInfo(t testing.TB, js string) *downwardapi.NetworkInfo {
-	t.Helper()
-	var ni downwardapi.NetworkInfo
-	require.NoError(t, json.Unmarshal([]byte(js), &ni))
-	return &ni
 }
 
 func prefixes(ss ...string) []netip.Prefix {

@@ -1,0 +1,184 @@
+package cloudinit
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+)
+
+// Field names of KubeVirt's cloudinit.CloudInitData (pkg/cloud-init/cloud-init.go): it has no json tags,
+// so the wire keys are the Go field names, and encoding/json matches them case-insensitively on the way in.
+const (
+	fieldDataSource  = "DataSource"
+	fieldUserData    = "UserData"
+	fieldNetworkData = "NetworkData"
+)
+
+// DataSource values of KubeVirt's cloudinit.DataSourceType.
+const (
+	dataSourceNoCloud     = "noCloud"
+	dataSourceConfigDrive = "configDrive"
+)
+
+// minimalUserData is what KubeVirt's own example hook returns: IsValidCloudInitData (cloud-init.go)
+// rejects an empty UserData, and the hook manager then falls back to the legacy NoCloud source and drops
+// the metadata (hooks/manager.go preCloudInitIsoValidateResult).
+const minimalUserData = "#cloud-config\n"
+
+// Apply merges our config for ifaces into the CloudInitData JSON and returns the new CloudInitData JSON
+// plus the legacy v1.CloudInitNoCloudSource JSON to echo in PreCloudInitIsoResult.cloudInitNoCloudSource.
+// It works on the raw JSON object so that every field it does not change (metadata, DevicesData,
+// VolumeName, fields of newer KubeVirt versions) is passed back as it came.
+// With no ifaces the data passes through unchanged, except that an empty UserData becomes
+// "#cloud-config\n": returned as is, KubeVirt would reject it and lose the metadata (see minimalUserData).
+func Apply(cloudInitData []byte, ifaces []model.BoundInterface) (newData []byte, noCloudSourceJSON []byte, err error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(cloudInitData, &obj); err != nil {
+		return nil, nil, fmt.Errorf("cloudInitData: not a JSON object: %w", err)
+	}
+	if obj == nil {
+		return nil, nil, fmt.Errorf("cloudInitData: is null (the VMI has no cloudInitNoCloud or cloudInitConfigDrive volume)")
+	}
+	userKey, userData, err := stringField(obj, fieldUserData)
+	if err != nil {
+		return nil, nil, err
+	}
+	networkKey, networkData, err := stringField(obj, fieldNetworkData)
+	if err != nil {
+		return nil, nil, err
+	}
+	changed := false
+	if isEmptyJSONString(userData) {
+		if userData, err = json.Marshal(minimalUserData); err != nil {
+			return nil, nil, fmt.Errorf("cloudInitData: encoding %s: %w", userKey, err)
+		}
+		obj[userKey], changed = userData, true
+	}
+	if len(ifaces) > 0 {
+		merged, err := mergeNetworkData(obj, networkData, ifaces)
+		if err != nil {
+			return nil, nil, err
+		}
+		if networkData, err = json.Marshal(string(merged)); err != nil {
+			return nil, nil, fmt.Errorf("cloudInitData: encoding %s: %w", networkKey, err)
+		}
+		obj[networkKey], changed = networkData, true
+	}
+
+	newData = cloudInitData
+	if changed {
+		if newData, err = encodeObject(obj); err != nil {
+			return nil, nil, fmt.Errorf("cloudInitData: encoding: %w", err)
+		}
+	}
+	// The legacy v1.CloudInitNoCloudSource (kubevirt.io/api core/v1 schema.go: userData, networkData,
+	// both omitempty), from the JSON strings as they are.
+	src := map[string]json.RawMessage{"userData": userData}
+	if !isEmptyJSONString(networkData) {
+		src["networkData"] = networkData
+	}
+	if noCloudSourceJSON, err = encodeObject(src); err != nil {
+		return nil, nil, fmt.Errorf("cloudInitNoCloudSource: encoding: %w", err)
+	}
+	return newData, noCloudSourceJSON, nil
+}
+
+// mergeNetworkData merges ours into the NetworkData of the CloudInitData's DataSource.
+func mergeNetworkData(obj map[string]json.RawMessage, networkData json.RawMessage, ifaces []model.BoundInterface) ([]byte, error) {
+	var user, dataSource string
+	if networkData != nil {
+		if err := json.Unmarshal(networkData, &user); err != nil {
+			return nil, fmt.Errorf("cloudInitData: field NetworkData: %w", err)
+		}
+	}
+	if _, raw, err := stringField(obj, fieldDataSource); err != nil {
+		return nil, err
+	} else if raw != nil {
+		if err := json.Unmarshal(raw, &dataSource); err != nil {
+			return nil, fmt.Errorf("cloudInitData: field DataSource: %w", err)
+		}
+	}
+	var merged []byte
+	var err error
+	switch dataSource {
+	case dataSourceNoCloud:
+		merged, err = MergeNoCloud([]byte(user), ifaces)
+	case dataSourceConfigDrive:
+		merged, err = MergeNetworkDataJSON([]byte(user), ifaces)
+	default:
+		return nil, fmt.Errorf("cloudInitData: DataSource %q is neither %q nor %q", dataSource, dataSourceNoCloud, dataSourceConfigDrive)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cloudInitData (DataSource %s): %w", dataSource, err)
+	}
+	return merged, nil
+}
+
+// encodeObject writes a JSON object with sorted keys from values that are JSON already (validated by
+// json.Unmarshal or produced by json.Marshal). It is what json.Marshal does for this map, minus a second
+// validation pass over every value, which for a large UserData costs more than everything else here.
+func encodeObject(obj map[string]json.RawMessage) ([]byte, error) {
+	keys := make([]string, 0, len(obj))
+	size := 2
+	for k, v := range obj {
+		keys = append(keys, k)
+		size += len(k) + len(v) + 4
+	}
+	sort.Strings(keys)
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	buf.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		if err := writeJSONString(buf, k); err != nil {
+			return nil, err
+		}
+		buf.WriteByte(':')
+		if len(obj[k]) == 0 {
+			return nil, fmt.Errorf("field %s has no value", k)
+		}
+		buf.Write(obj[k])
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
+}
+
+// isEmptyJSONString reports whether a string field validated by stringField is absent, null or "".
+func isEmptyJSONString(raw json.RawMessage) bool {
+	return raw == nil || string(raw) == "null" || string(raw) == `""`
+}
+
+// stringField finds a string field as encoding/json fills a struct field: keys match case-insensitively.
+// It returns the key to write back (the canonical name when absent) and the raw JSON string (nil when
+// absent or null), checked to be a string without decoding it. Two case-variants of one key would leave
+// it to their order which one KubeVirt sees, so that is an error.
+func stringField(obj map[string]json.RawMessage, field string) (key string, raw json.RawMessage, err error) {
+	var keys []string
+	for k := range obj {
+		if strings.EqualFold(k, field) {
+			keys = append(keys, k)
+		}
+	}
+	switch len(keys) {
+	case 0:
+		return field, nil, nil
+	case 1:
+		key = keys[0]
+	default:
+		return "", nil, fmt.Errorf("cloudInitData: field %s appears %d times with different letter cases", field, len(keys))
+	}
+	raw = obj[key]
+	switch {
+	case string(raw) == "null":
+		return key, nil, nil
+	case len(raw) > 0 && raw[0] == '"':
+		return key, raw, nil // json.Unmarshal validated the whole document
+	default:
+		return "", nil, fmt.Errorf("cloudInitData: field %s is not a string", key)
+	}
+}

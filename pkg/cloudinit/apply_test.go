@@ -1,0 +1,151 @@
+package cloudinit
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// kubevirtCloudInitData mirrors the wire form of KubeVirt's cloudinit.CloudInitData
+// (pkg/cloud-init/cloud-init.go): Go field names, no json tags; the metadata stays raw.
+type kubevirtCloudInitData struct {
+	DataSource          string
+	NoCloudMetaData     json.RawMessage
+	ConfigDriveMetaData json.RawMessage
+	UserData            string
+	NetworkData         string
+	DevicesData         json.RawMessage
+	VolumeName          string
+}
+
+const (
+	noCloudInput = `{"DataSource":"noCloud","NoCloudMetaData":{"instance-id":"6b1a-uuid","local-hostname":"vm1","public-keys":{"k":"ssh-ed25519 AAAA"}},` +
+		`"ConfigDriveMetaData":null,"UserData":"","NetworkData":"","DevicesData":null,"VolumeName":"cloudinitdisk","FutureField":{"x":[1,2]}}`
+	configDriveInput = `{"DataSource":"configDrive","NoCloudMetaData":null,"ConfigDriveMetaData":{"instance_id":"i-1","uuid":"6b1a","hostname":"vm1"},` +
+		`"UserData":"#!/bin/sh\necho hi <&> \n","NetworkData":"","DevicesData":[{"type":"nic","bus":"pci","address":"0000:01:00.0","tags":["a"]}],"VolumeName":"cloudinitdisk"}`
+)
+
+func TestApply_NoCloud_RendersV1_KeepsMetadata_FillsEmptyUserData(t *testing.T) {
+	out, legacy, err := Apply([]byte(noCloudInput), mergeIfaces())
+	require.NoError(t, err)
+
+	var got kubevirtCloudInitData
+	require.NoError(t, json.Unmarshal(out, &got))
+	want, err := RenderNetworkConfigV1(mergeIfaces())
+	require.NoError(t, err)
+	assert.Equal(t, string(want), got.NetworkData)
+	assert.Equal(t, "#cloud-config\n", got.UserData, "KubeVirt's IsValidCloudInitData needs a UserData")
+	assert.Equal(t, "noCloud", got.DataSource)
+	assert.JSONEq(t, `{"instance-id":"6b1a-uuid","local-hostname":"vm1","public-keys":{"k":"ssh-ed25519 AAAA"}}`, string(got.NoCloudMetaData))
+	assert.Equal(t, "cloudinitdisk", got.VolumeName)
+	assertUnchangedExcept(t, noCloudInput, string(out), "UserData", "NetworkData")
+
+	var src map[string]string
+	require.NoError(t, json.Unmarshal(legacy, &src))
+	assert.Equal(t, map[string]string{"userData": "#cloud-config\n", "networkData": string(want)}, src)
+}
+
+func TestApply_ConfigDrive_RendersNetworkDataJSON_KeepsUserDataAndDevices(t *testing.T) {
+	out, legacy, err := Apply([]byte(configDriveInput), mergeIfaces())
+	require.NoError(t, err)
+	var got kubevirtCloudInitData
+	require.NoError(t, json.Unmarshal(out, &got))
+	want, err := RenderNetworkDataJSON(mergeIfaces())
+	require.NoError(t, err)
+	assert.Equal(t, string(want), got.NetworkData)
+	assert.Equal(t, "#!/bin/sh\necho hi <&> \n", got.UserData)
+	assertUnchangedExcept(t, configDriveInput, string(out), "NetworkData")
+	assert.Contains(t, string(out), `<&>`, "no HTML escaping of the user's data")
+	assert.JSONEq(t, `{"userData":"#!/bin/sh\necho hi <&> \n","networkData":`+mustJSON(t, string(want))+`}`, string(legacy))
+}
+
+func TestApply_MergesIntoUserNetworkDataOfTheirVersion(t *testing.T) {
+	in := map[string]any{"DataSource": "noCloud", "NoCloudMetaData": map[string]string{"instance-id": "x"}, "UserData": "#cloud-config\n",
+		"NetworkData": "version: 2\nethernets:\n  eth0:\n    dhcp4: true\n"}
+	data, err := json.Marshal(in)
+	require.NoError(t, err)
+	out, _, err := Apply(data, mergeIfaces())
+	require.NoError(t, err)
+	var got kubevirtCloudInitData
+	require.NoError(t, json.Unmarshal(out, &got))
+	want, err := MergeNoCloud([]byte(in["NetworkData"].(string)), mergeIfaces())
+	require.NoError(t, err)
+	assert.Equal(t, string(want), got.NetworkData)
+	assert.Contains(t, got.NetworkData, "version: 2")
+}
+
+func TestApply_NoInterfaces_PassesThroughByteForByte(t *testing.T) {
+	in := `{"DataSource":"noCloud", "NoCloudMetaData":{"instance-id":"x"},"UserData":"#cloud-config\nfoo: 1\n","NetworkData":"version: 7 # theirs, not ours to judge\n","VolumeName":"v"}`
+	out, legacy, err := Apply([]byte(in), nil)
+	require.NoError(t, err)
+	assert.Equal(t, in, string(out))
+	assert.JSONEq(t, `{"userData":"#cloud-config\nfoo: 1\n","networkData":"version: 7 # theirs, not ours to judge\n"}`, string(legacy))
+}
+
+func TestApply_NoInterfaces_EmptyUserDataStillBecomesCloudConfig(t *testing.T) {
+	out, _, err := Apply([]byte(noCloudInput), nil)
+	require.NoError(t, err)
+	var got kubevirtCloudInitData
+	require.NoError(t, json.Unmarshal(out, &got))
+	assert.Equal(t, "#cloud-config\n", got.UserData)
+	assertUnchangedExcept(t, noCloudInput, string(out), "UserData")
+}
+
+func TestApply_FieldNamesMatchCaseInsensitively_LikeEncodingJSON(t *testing.T) {
+	in := `{"dataSource":"noCloud","noCloudMetaData":{"instance-id":"x"},"userdata":"#cloud-config\n","networkdata":""}`
+	out, _, err := Apply([]byte(in), mergeIfaces())
+	require.NoError(t, err)
+	var obj map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(out, &obj))
+	assert.Contains(t, obj, "networkdata", "written back under the key it came with")
+	assert.NotContains(t, obj, "NetworkData")
+	var got kubevirtCloudInitData
+	require.NoError(t, json.Unmarshal(out, &got))
+	assert.Contains(t, got.NetworkData, `"version": 1`)
+}
+
+func TestApply_RejectsBadInput_NamingTheField(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"not JSON", `{"DataSource":`, "cloudInitData: not a JSON object"},
+		{"null", `null`, "cloudInitData: is null"},
+		{"a list", `[]`, "cloudInitData: not a JSON object"},
+		{"unknown data source", `{"DataSource":"ec2","UserData":"x"}`, `DataSource "ec2"`},
+		{"no data source", `{"UserData":"x"}`, `DataSource ""`},
+		{"UserData not a string", `{"DataSource":"noCloud","UserData":5}`, "field UserData is not a string"},
+		{"two spellings", `{"DataSource":"noCloud","UserData":"a","userData":"b"}`, "field UserData appears 2 times"},
+		{"bad noCloud networkData", `{"DataSource":"noCloud","UserData":"x","NetworkData":"version: [1"}`, "cloudInitData (DataSource noCloud): noCloud networkData: parsing YAML"},
+		{"bad configDrive networkData", `{"DataSource":"configDrive","UserData":"x","NetworkData":"version: 2"}`, "cloudInitData (DataSource configDrive): configDrive networkData (network_data.json): not a JSON object"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := Apply([]byte(tc.in), mergeIfaces())
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// assertUnchangedExcept checks that every top-level field of in except the named ones is in out with the
+// same JSON value, and that out has no other fields.
+func assertUnchangedExcept(t *testing.T, in, out string, changed ...string) {
+	t.Helper()
+	var a, b map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(in), &a))
+	require.NoError(t, json.Unmarshal([]byte(out), &b))
+	for _, k := range changed {
+		delete(a, k)
+		delete(b, k)
+	}
+	require.Equal(t, len(a), len(b), "fields added or lost")
+	for k, v := range a {
+		assert.True(t, jsonEqual(v, b[k]), "field %s: %s became %s", k, v, b[k])
+	}
+}

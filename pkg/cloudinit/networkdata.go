@@ -1,0 +1,261 @@
+package cloudinit
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+)
+
+// OpenStack network_data.json as cloud-init reads it (sources/helpers/openstack.py convert_net_json).
+// Links carry "name" (a cloud-init extension) so the guest NIC gets the same name as with NoCloud v1.
+// Default routes are routes to network "0.0.0.0"/"::" with netmask "0.0.0.0"/"::", the one IPv6
+// default-route form 22.4.2 renders as ::/0. dns_nameservers/dns_search are per-network keys cloud-init
+// copies onto the subnet (valid_keys["subnet"]); they also carry search domains, which "services" cannot.
+type ndLink struct {
+	ID   string `json:"id"`
+	Type string `json:"type"`
+	MAC  string `json:"ethernet_mac_address"`
+	MTU  int    `json:"mtu,omitempty"`
+	Name string `json:"name"`
+}
+
+type ndRoute struct {
+	Network string `json:"network"`
+	Netmask string `json:"netmask"`
+	Gateway string `json:"gateway"`
+}
+
+type ndNetwork struct {
+	ID             string    `json:"id"`
+	Type           string    `json:"type"`
+	Link           string    `json:"link"`
+	IPAddress      string    `json:"ip_address,omitempty"`
+	Netmask        string    `json:"netmask,omitempty"`
+	Routes         []ndRoute `json:"routes,omitempty"`
+	DNSNameservers []string  `json:"dns_nameservers,omitempty"`
+	DNSSearch      []string  `json:"dns_search,omitempty"`
+}
+
+// ndPart is our contribution for one NIC.
+type ndPart struct {
+	link     ndLink
+	networks []ndNetwork
+}
+
+func netmask(bits, total int) string {
+	m := net.CIDRMask(bits, total)
+	a, _ := netip.AddrFromSlice(m)
+	return a.String()
+}
+
+func ndRouteOf(r model.Route) ndRoute {
+	return ndRoute{Network: r.Dest.Addr().String(), Netmask: netmask(r.Dest.Bits(), r.Dest.Addr().BitLen()), Gateway: r.NextHop.String()}
+}
+
+// ndParts builds our links and networks. taken reports whether an id is used (by the user's data); ours are
+// made unique against it so that we never capture the user's link references.
+func ndParts(plans []nicPlan, taken func(string) bool) []ndPart {
+	used := map[string]bool{}
+	unique := func(base string) string {
+		id := base
+		for i := 1; taken(id) || used[id]; i++ {
+			id = fmt.Sprintf("%s-%d", base, i)
+		}
+		used[id] = true
+		return id
+	}
+	parts := make([]ndPart, 0, len(plans))
+	for i := range plans {
+		p := &plans[i]
+		part := ndPart{link: ndLink{ID: unique(p.name), Type: "phy", MAC: p.mac, MTU: p.mtu, Name: p.name}}
+		firstOf := map[model.Family]int{}
+		add := func(f model.Family, n ndNetwork) {
+			n.Link = part.link.ID
+			if _, ok := firstOf[f]; !ok {
+				firstOf[f] = len(part.networks)
+			}
+			part.networks = append(part.networks, n)
+		}
+		if p.dhcp4 {
+			add(model.IPv4, ndNetwork{ID: unique(p.name + "-ipv4-dhcp"), Type: "ipv4_dhcp"})
+		}
+		if p.dhcp6 {
+			add(model.IPv6, ndNetwork{ID: unique(p.name + "-ipv6-dhcp"), Type: "ipv6_dhcp"})
+		}
+		for j, a := range p.static {
+			f := family(a.Addr())
+			n := ndNetwork{
+				ID:        unique(fmt.Sprintf("%s-ipv%d-%d", p.name, f, j)),
+				Type:      fmt.Sprintf("ipv%d", f),
+				IPAddress: a.Addr().String(),
+				Netmask:   netmask(a.Bits(), a.Addr().BitLen()),
+			}
+			if _, ok := firstOf[f]; !ok {
+				if gw := p.gateway(f); gw.IsValid() {
+					anyNet := "0.0.0.0"
+					if f == model.IPv6 {
+						anyNet = "::"
+					}
+					n.Routes = append(n.Routes, ndRoute{Network: anyNet, Netmask: anyNet, Gateway: gw.String()})
+				}
+			}
+			add(f, n)
+		}
+		for _, r := range p.routes {
+			idx := firstOf[family(r.Dest.Addr())] // planNIC guarantees a network of the route's family
+			part.networks[idx].Routes = append(part.networks[idx].Routes, ndRouteOf(r))
+		}
+		if len(part.networks) == 0 {
+			// Layer2: cloud-init passes an unknown network type through as the subnet type, and a "manual"
+			// subnet is what makes the eni renderer bring the link up (see v1Physical).
+			part.networks = append(part.networks, ndNetwork{ID: unique(p.name + "-manual"), Type: "manual", Link: part.link.ID})
+		} else {
+			for _, ns := range p.nameservers {
+				part.networks[0].DNSNameservers = append(part.networks[0].DNSNameservers, ns.String())
+			}
+			part.networks[0].DNSSearch = p.search
+		}
+		parts = append(parts, part)
+	}
+	return parts
+}
+
+// marshalJSON encodes v indented, without HTML escaping (the file is read by cloud-init, not a browser).
+func marshalJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// RenderNetworkDataJSON renders OpenStack network_data.json (ConfigDrive) for ifaces.
+func RenderNetworkDataJSON(ifaces []model.BoundInterface) ([]byte, error) {
+	return MergeNetworkDataJSON(nil, ifaces)
+}
+
+// MergeNetworkDataJSON adds our links and networks to the user's network_data.json. A user link that
+// configures one of our NICs (same ethernet_mac_address, case-insensitive, or same name) wins: ours for
+// that NIC is left out. Everything of theirs is kept as it was, unknown keys included: their data is
+// handled as raw JSON values and only read, never re-typed.
+func MergeNetworkDataJSON(user []byte, ifaces []model.BoundInterface) ([]byte, error) {
+	plans, err := planNICs(ifaces)
+	if err != nil {
+		return nil, err
+	}
+	top := map[string]json.RawMessage{}
+	var links, networks, services []json.RawMessage
+	if len(bytes.TrimSpace(user)) > 0 {
+		if err := json.Unmarshal(user, &top); err != nil {
+			return nil, fmt.Errorf("configDrive networkData (network_data.json): not a JSON object: %w", err)
+		}
+		if top == nil { // the JSON literal null
+			top = map[string]json.RawMessage{}
+		}
+		for key, dst := range map[string]*[]json.RawMessage{"links": &links, "networks": &networks, "services": &services} {
+			if raw, ok := top[key]; ok && string(raw) != "null" {
+				if err := json.Unmarshal(raw, dst); err != nil {
+					return nil, fmt.Errorf("configDrive networkData (network_data.json): %q is not a list: %w", key, err)
+				}
+			}
+		}
+	}
+
+	ids := map[string]bool{}
+	var userMACs, userNames []string
+	for _, raw := range links {
+		var l struct {
+			ID   json.RawMessage `json:"id"`
+			MAC  *string         `json:"ethernet_mac_address"`
+			Name *string         `json:"name"`
+		}
+		if err := json.Unmarshal(raw, &l); err != nil {
+			// Not an object, or fields of unexpected types: keep it untouched; it cannot be one of our NICs by
+			// any key cloud-init would read.
+			continue
+		}
+		if l.MAC != nil {
+			userMACs = append(userMACs, *l.MAC)
+		}
+		if l.Name != nil {
+			userNames = append(userNames, *l.Name)
+		}
+		var id string
+		if json.Unmarshal(l.ID, &id) == nil {
+			ids[id] = true
+		}
+	}
+	for _, raw := range networks {
+		var n struct {
+			ID json.RawMessage `json:"id"`
+		}
+		var id string
+		if json.Unmarshal(raw, &n) == nil && json.Unmarshal(n.ID, &id) == nil {
+			ids[id] = true
+		}
+	}
+
+	kept := plans[:0:0]
+	for _, p := range plans {
+		if !configuredByUser(&p, userMACs, userNames) {
+			kept = append(kept, p)
+		}
+	}
+	for _, part := range ndParts(kept, func(id string) bool { return ids[id] }) {
+		l, err := json.Marshal(part.link)
+		if err != nil {
+			return nil, fmt.Errorf("encoding network_data.json link %q: %w", part.link.ID, err)
+		}
+		links = append(links, l)
+		for _, n := range part.networks {
+			b, err := json.Marshal(n)
+			if err != nil {
+				return nil, fmt.Errorf("encoding network_data.json network %q: %w", n.ID, err)
+			}
+			networks = append(networks, b)
+		}
+	}
+	for key, list := range map[string][]json.RawMessage{"links": links, "networks": networks, "services": services} {
+		if list == nil {
+			list = []json.RawMessage{}
+		}
+		b, err := json.Marshal(list)
+		if err != nil {
+			return nil, fmt.Errorf("encoding network_data.json %q: %w", key, err)
+		}
+		top[key] = b
+	}
+	out, err := marshalJSON(top)
+	if err != nil {
+		return nil, fmt.Errorf("encoding network_data.json: %w", err)
+	}
+	return out, nil
+}
+
+// configuredByUser reports whether a user entry with one of these MACs or names configures our NIC.
+func configuredByUser(p *nicPlan, macs, names []string) bool {
+	for _, m := range macs {
+		if equalFoldMAC(m, p.mac) {
+			return true
+		}
+	}
+	for _, n := range names {
+		if n == p.name {
+			return true
+		}
+	}
+	return false
+}
+
+// equalFoldMAC compares a user-written MAC with ours the way cloud-init does: case-insensitively.
+func equalFoldMAC(user, ours string) bool {
+	return strings.EqualFold(user, ours)
+}

@@ -1,0 +1,239 @@
+package cloudinit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strings"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+)
+
+// nicPlan is one bound interface reduced to what every output format needs, validated once so that the
+// renderers only arrange it. Families are kept apart because cloud-init attaches gateways and routes per
+// subnet and several 22.4.2 renderers go wrong when a route sits on a subnet of the other family.
+type nicPlan struct {
+	iface string // VMI interface name, for error messages only
+	name  string // guest interface name (see guestName)
+	mac   string // lower-case colon form
+	mtu   int    // 0 = omit
+	dhcp4 bool
+	dhcp6 bool
+	// static holds the addresses in the model's order (primary family first); empty for DHCP NICs.
+	static      []netip.Prefix
+	gateway4    netip.Addr
+	gateway6    netip.Addr
+	routes      []model.Route
+	nameservers []netip.Addr
+	search      []string
+}
+
+func family(a netip.Addr) model.Family {
+	if a.Is4() {
+		return model.IPv4
+	}
+	return model.IPv6
+}
+
+// staticOf returns the static addresses of one family, in order.
+func (p *nicPlan) staticOf(f model.Family) []netip.Prefix {
+	var out []netip.Prefix
+	for _, a := range p.static {
+		if family(a.Addr()) == f {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (p *nicPlan) gateway(f model.Family) netip.Addr {
+	if f == model.IPv4 {
+		return p.gateway4
+	}
+	return p.gateway6
+}
+
+func (p *nicPlan) routesOf(f model.Family) []model.Route {
+	var out []model.Route
+	for _, r := range p.routes {
+		if family(r.Dest.Addr()) == f {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// hasFamily reports whether the NIC gets an address of family f (static or DHCP).
+func (p *nicPlan) hasFamily(f model.Family) bool {
+	if f == model.IPv4 && p.dhcp4 || f == model.IPv6 && p.dhcp6 {
+		return true
+	}
+	return len(p.staticOf(f)) > 0
+}
+
+// Guest interface names: Linux allows 15 bytes (IFNAMSIZ-1). We keep the VMI interface name when it is
+// short and made of safe characters, so the guest NIC is recognisable; otherwise, or when it looks like a
+// name the kernel or udev hands out (eth0, ens3, enp1s0, ...), which a rename could collide with, the name
+// is "vf" + 11 hex digits of sha256(VMI interface name): stable across restarts and migrations.
+var (
+	safeIfname   = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_-]{0,14}$`)
+	kernelIfname = regexp.MustCompile(`^(eth|en|wl|ww|ib|sl|lo$|bond|veth|tap|tun|br)`)
+)
+
+func guestName(vmiIface string) string {
+	if safeIfname.MatchString(vmiIface) && !kernelIfname.MatchString(vmiIface) && !strings.HasPrefix(vmiIface, "vf") {
+		return vmiIface
+	}
+	sum := sha256.Sum256([]byte(vmiIface))
+	return "vf" + hex.EncodeToString(sum[:])[:11]
+}
+
+// dnsName is what we accept as a search domain: RFC 1123 labels (plus "_"), so that a value can never carry
+// separators into the files cloud-init renders (resolv.conf, ifcfg, .network) even though our YAML/JSON
+// quoting is safe.
+var dnsName = regexp.MustCompile(`^([a-zA-Z0-9_]([a-zA-Z0-9_-]{0,61}[a-zA-Z0-9_])?)(\.[a-zA-Z0-9_]([a-zA-Z0-9_-]{0,61}[a-zA-Z0-9_])?)*\.?$`)
+
+func checkAddr(a netip.Addr) error {
+	switch {
+	case !a.IsValid():
+		return fmt.Errorf("invalid address")
+	case a.Zone() != "":
+		return fmt.Errorf("address %q has a zone", a.String())
+	case a.Is4In6():
+		return fmt.Errorf("address %s is IPv4-mapped IPv6", a)
+	case a.IsUnspecified():
+		return fmt.Errorf("address %s is unspecified", a)
+	}
+	return nil
+}
+
+// planNICs validates ifaces and reduces them to plans, in input order.
+func planNICs(ifaces []model.BoundInterface) ([]nicPlan, error) {
+	plans := make([]nicPlan, 0, len(ifaces))
+	names := make(map[string]string, len(ifaces))
+	macs := make(map[string]string, len(ifaces))
+	for i := range ifaces {
+		p, err := planNIC(&ifaces[i])
+		if err != nil {
+			return nil, fmt.Errorf("cloud-init config for interface %q: %w", ifaces[i].Name, err)
+		}
+		if other, dup := names[p.name]; dup {
+			return nil, fmt.Errorf("cloud-init config: interfaces %q and %q get the same guest name %q", other, p.iface, p.name)
+		}
+		if other, dup := macs[p.mac]; dup {
+			return nil, fmt.Errorf("cloud-init config: interfaces %q and %q have the same MAC %s", other, p.iface, p.mac)
+		}
+		names[p.name], macs[p.mac] = p.iface, p.iface
+		plans = append(plans, p)
+	}
+	return plans, nil
+}
+
+func planNIC(b *model.BoundInterface) (nicPlan, error) {
+	p := nicPlan{iface: b.Name, name: guestName(b.Name), mtu: b.MTU}
+	if b.MAC == nil {
+		return p, fmt.Errorf("no MAC address from any source (VMI macAddress, network-status, pod-networks): cloud-init can only match the NIC by MAC")
+	}
+	if len(b.MAC) != 6 {
+		return p, fmt.Errorf("MAC %q is not a 6-byte Ethernet address", b.MAC.String())
+	}
+	p.mac = strings.ToLower(b.MAC.String())
+	if b.MTU != 0 && (b.MTU < 68 || b.MTU > 65535) {
+		return p, fmt.Errorf("MTU %d out of range 68-65535", b.MTU)
+	}
+
+	present := map[model.Family]bool{}
+	for _, a := range b.Addresses {
+		if !a.IsValid() {
+			return p, fmt.Errorf("address %q: invalid prefix", a.String())
+		}
+		if err := checkAddr(a.Addr()); err != nil {
+			return p, fmt.Errorf("address %s: %w", a, err)
+		}
+		if a.Bits() == 0 {
+			return p, fmt.Errorf("address %s has prefix length 0", a)
+		}
+		present[family(a.Addr())] = true
+	}
+	for _, g := range b.Gateways {
+		if err := checkAddr(g); err != nil {
+			return p, fmt.Errorf("gateway: %w", err)
+		}
+		f := family(g)
+		if p.gateway(f).IsValid() {
+			return p, fmt.Errorf("two IPv%d gateways (%s, %s): at most one default route per family", f, p.gateway(f), g)
+		}
+		if f == model.IPv4 {
+			p.gateway4 = g
+		} else {
+			p.gateway6 = g
+		}
+	}
+
+	if b.DHCP {
+		// The DHCP server supplies addresses, default route and DNS; the model's addresses and gateways only
+		// tell which families to ask for. With none known, IPv4 (OKEP-6224 localnet DHCP).
+		p.dhcp4 = present[model.IPv4] || p.gateway4.IsValid() || !present[model.IPv6] && !p.gateway6.IsValid()
+		p.dhcp6 = present[model.IPv6] || p.gateway6.IsValid()
+		p.gateway4, p.gateway6 = netip.Addr{}, netip.Addr{}
+	} else {
+		p.static = append([]netip.Prefix(nil), b.Addresses...)
+		for _, f := range []model.Family{model.IPv4, model.IPv6} {
+			if p.gateway(f).IsValid() && !present[f] {
+				return p, fmt.Errorf("IPv%d gateway %s but no IPv%d address to attach the default route to", f, p.gateway(f), f)
+			}
+		}
+	}
+
+	for _, r := range b.Routes {
+		if !r.Dest.IsValid() {
+			return p, fmt.Errorf("route destination %q: invalid prefix", r.Dest.String())
+		}
+		if r.Dest.Bits() == 0 {
+			return p, fmt.Errorf("route %s: default routes must come as gateways (cloud-init 22.4.2 mis-renders ::/0 routes)", r.Dest)
+		}
+		if err := checkAddr(r.NextHop); err != nil {
+			return p, fmt.Errorf("route %s next hop: %w", r.Dest, err)
+		}
+		f := family(r.Dest.Addr())
+		if r.Dest.Addr().Is4In6() || family(r.NextHop) != f {
+			return p, fmt.Errorf("route %s via %s mixes address families", r.Dest, r.NextHop)
+		}
+		if !p.hasFamily(f) {
+			return p, fmt.Errorf("route %s via %s but the interface has no IPv%d address", r.Dest, r.NextHop, f)
+		}
+		p.routes = append(p.routes, model.Route{Dest: r.Dest.Masked(), NextHop: r.NextHop})
+	}
+
+	if len(p.static) > 0 {
+		// DNS is per subnet in cloud-init; DHCP NICs take it from the DHCP server, and a NIC without
+		// addresses has no subnet to carry it.
+		seen := map[netip.Addr]bool{}
+		for _, ns := range b.DNS.Nameservers {
+			if err := checkAddr(ns); err != nil {
+				return p, fmt.Errorf("DNS nameserver: %w", err)
+			}
+			if !seen[ns] {
+				seen[ns] = true
+				p.nameservers = append(p.nameservers, ns)
+			}
+		}
+		domains := b.DNS.Search
+		if b.DNS.Domain != "" {
+			domains = append([]string{b.DNS.Domain}, domains...)
+		}
+		seenDomain := map[string]bool{}
+		for _, d := range domains {
+			if len(d) > 253 || !dnsName.MatchString(d) {
+				return p, fmt.Errorf("DNS search domain %q is not a valid domain name", d)
+			}
+			if !seenDomain[d] {
+				seenDomain[d] = true
+				p.search = append(p.search, d)
+			}
+		}
+	}
+	return p, nil
+}

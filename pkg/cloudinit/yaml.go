@@ -1,0 +1,254 @@
+package cloudinit
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// Why JSON for what we render and yaml.Node for merges: JSON is YAML that cloud-init's PyYAML reads with
+// every string quoted (an unquoted MAC would be a base-60 integer, a name like "yes" a bool), and
+// encoding it is ~5x cheaper than go.yaml.in/yaml/v3's emitter, which keeps every event of a document in
+// memory. Merging needs the user's YAML kept as PyYAML (YAML 1.1) reads it: converting their document to
+// JSON would re-type its plain scalars under YAML 1.2 rules ("dhcp4: yes"), while re-emitting the parsed
+// nodes keeps each scalar's style and tag, comments and anchors. So our entries are built once, as nodes
+// (strings double-quoted, integers and booleans plain), and serialised by nodeJSON or the yaml encoder.
+
+func strNode(s string) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s, Style: yaml.DoubleQuotedStyle}
+}
+
+func intNode(i int) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(i)}
+}
+
+func boolNode(b bool) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(b)}
+}
+
+func seqNode(items ...*yaml.Node) *yaml.Node {
+	return &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Content: items}
+}
+
+func mapNode() *yaml.Node {
+	return &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+}
+
+// set appends key: value to mapping m (keys we generate are fixed identifiers, emitted plain).
+func set(m *yaml.Node, key string, value *yaml.Node) {
+	m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, value)
+}
+
+// setQuotedKey appends "key": value, for keys that come from data (v2 interface IDs).
+func setQuotedKey(m *yaml.Node, key string, value *yaml.Node) {
+	m.Content = append(m.Content, strNode(key), value)
+}
+
+// encodeYAML emits a document with 2-space indentation. The yaml library reports most failures by
+// panicking internally and recovering its own panics only; anything else is turned into an error here
+// so that hostile input can never crash the sidecar (restartPolicy Never).
+func encodeYAML(root *yaml.Node) (out []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("encoding YAML: %v", r)
+		}
+	}()
+	spellOutEmptyNulls(root, map[*yaml.Node]bool{})
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(root); err != nil {
+		return nil, fmt.Errorf("encoding YAML: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("encoding YAML: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// spellOutEmptyNulls writes an empty null ("key:" with no value) as "null": the emitter cannot write an
+// empty plain scalar in flow context ("{a}") and would quote it, turning the user's null into "".
+func spellOutEmptyNulls(n *yaml.Node, seen map[*yaml.Node]bool) {
+	if n == nil || seen[n] {
+		return
+	}
+	seen[n] = true
+	if n.Kind == yaml.ScalarNode && n.Value == "" && n.ShortTag() == "!!null" && n.Style&^yaml.TaggedStyle == 0 {
+		n.Value = "null"
+	}
+	for _, c := range n.Content {
+		spellOutEmptyNulls(c, seen)
+	}
+}
+
+// decodeYAML parses exactly one YAML document. It returns a nil node for an empty document (only
+// whitespace or comments), and an error for a second document, which PyYAML's safe_load rejects.
+func decodeYAML(data []byte) (doc *yaml.Node, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			doc, err = nil, fmt.Errorf("parsing YAML: %v", r)
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var n yaml.Node
+	if err := dec.Decode(&n); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("parsing YAML: %w", err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, fmt.Errorf("parsing YAML: more than one document")
+	} else if !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("parsing YAML: %w", err)
+	}
+	if len(n.Content) == 0 {
+		return nil, nil
+	}
+	return &n, nil
+}
+
+// resolve follows aliases.
+func resolve(n *yaml.Node) *yaml.Node {
+	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 100; i++ {
+		n = n.Alias
+	}
+	return n
+}
+
+// lookup returns the value of key in mapping m, following aliases and YAML merge keys ("<<") the way
+// PyYAML does (an explicit key wins over merged ones). nil when absent or m is no mapping. Each mapping is
+// visited once and at most maxMergeVisits of them per lookup, so that nested merge keys in hostile input
+// cannot make the work exponential.
+func lookup(m *yaml.Node, key string) *yaml.Node {
+	visited := map[*yaml.Node]bool{}
+	return lookupIn(m, key, visited)
+}
+
+const maxMergeVisits = 1000
+
+func lookupIn(m *yaml.Node, key string, visited map[*yaml.Node]bool) *yaml.Node {
+	m = resolve(m)
+	if m == nil || m.Kind != yaml.MappingNode || visited[m] || len(visited) >= maxMergeVisits {
+		return nil
+	}
+	visited[m] = true
+	var found *yaml.Node
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k := resolve(m.Content[i])
+		if k != nil && k.Kind == yaml.ScalarNode && k.Value == key && k.ShortTag() != "!!merge" {
+			found = m.Content[i+1] // PyYAML keeps the last duplicate
+		}
+	}
+	if found != nil {
+		return found
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k := resolve(m.Content[i])
+		if k == nil || k.Kind != yaml.ScalarNode || k.ShortTag() != "!!merge" {
+			continue
+		}
+		v := resolve(m.Content[i+1])
+		sources := []*yaml.Node{v}
+		if v != nil && v.Kind == yaml.SequenceNode {
+			sources = v.Content
+		}
+		for _, s := range sources {
+			if f := lookupIn(s, key, visited); f != nil {
+				return f
+			}
+		}
+	}
+	return nil
+}
+
+// scalar returns the scalar value of n (after aliases) and whether it is a scalar.
+func scalar(n *yaml.Node) (string, bool) {
+	n = resolve(n)
+	if n == nil || n.Kind != yaml.ScalarNode {
+		return "", false
+	}
+	return n.Value, true
+}
+
+// nodeJSON serialises a node tree we built (mappings, sequences, and !!str/!!int/!!bool scalars) as
+// indented JSON; strings go through encoding/json.
+func nodeJSON(root *yaml.Node) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := writeNodeJSON(&buf, root); err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, buf.Bytes(), "", "  "); err != nil {
+		return nil, fmt.Errorf("encoding JSON: %w", err)
+	}
+	out.WriteByte('\n')
+	return out.Bytes(), nil
+}
+
+func writeNodeJSON(buf *bytes.Buffer, n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.MappingNode:
+		buf.WriteByte('{')
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			if err := writeJSONString(buf, n.Content[i].Value); err != nil {
+				return err
+			}
+			buf.WriteByte(':')
+			if err := writeNodeJSON(buf, n.Content[i+1]); err != nil {
+				return err
+			}
+		}
+		buf.WriteByte('}')
+	case yaml.SequenceNode:
+		buf.WriteByte('[')
+		for i, c := range n.Content {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			if err := writeNodeJSON(buf, c); err != nil {
+				return err
+			}
+		}
+		buf.WriteByte(']')
+	case yaml.ScalarNode:
+		switch n.Tag {
+		case "!!str":
+			return writeJSONString(buf, n.Value)
+		case "!!int":
+			if _, err := strconv.Atoi(n.Value); err != nil {
+				return fmt.Errorf("encoding JSON: integer %q: %w", n.Value, err)
+			}
+			buf.WriteString(n.Value)
+		case "!!bool":
+			if n.Value != "true" && n.Value != "false" {
+				return fmt.Errorf("encoding JSON: boolean %q", n.Value)
+			}
+			buf.WriteString(n.Value)
+		default:
+			return fmt.Errorf("encoding JSON: scalar with tag %q", n.Tag)
+		}
+	default:
+		return fmt.Errorf("encoding JSON: node kind %d", n.Kind)
+	}
+	return nil
+}
+
+func writeJSONString(buf *bytes.Buffer, s string) error {
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s); err != nil {
+		return fmt.Errorf("encoding JSON: %w", err)
+	}
+	buf.Truncate(buf.Len() - 1) // Encode appends a newline
+	return nil
+}
