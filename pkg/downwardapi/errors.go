@@ -1,0 +1,92 @@
+package downwardapi
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ErrClosed is the cause of a MissingError returned because the Watcher was closed.
+var ErrClosed = errors.New("downwardapi watcher closed")
+
+// maxQuoted bounds how much of a hostile value an error message repeats.
+const maxQuoted = 64
+
+// FieldError is a parse or validation failure at one field of one source. Every parser returns it
+// (possibly wrapped), so callers can tell which file or annotation, which network and which field.
+type FieldError struct {
+	Source string // file path or annotation key
+	Key    string // network / map key / line the field belongs to, "" for the whole source
+	Field  string // e.g. "ip_addresses[1]"; "" when the whole source is malformed
+	Err    error
+}
+
+func (e *FieldError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Source)
+	if e.Key != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Key)
+	}
+	if e.Field != "" {
+		b.WriteString(": field ")
+		b.WriteString(e.Field)
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Err.Error())
+	return b.String()
+}
+
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// quote renders an untrusted value for an error message: Go-quoted and truncated.
+func quote(s string) string {
+	if len(s) > maxQuoted {
+		return fmt.Sprintf("%q...(%d bytes)", s[:maxQuoted], len(s))
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+// String renders one missing item as "interface X (network Y): <source> <field>".
+func (m Missing) String() string {
+	var b strings.Builder
+	switch {
+	case m.Interface != "" && m.Network != "":
+		fmt.Fprintf(&b, "interface %s (network %s): ", m.Interface, m.Network)
+	case m.Interface != "":
+		fmt.Fprintf(&b, "interface %s: ", m.Interface)
+	case m.Network != "":
+		fmt.Fprintf(&b, "network %s: ", m.Network)
+	}
+	b.WriteString(m.Source)
+	if m.Field != "" {
+		b.WriteString(" ")
+		b.WriteString(m.Field)
+	}
+	return b.String()
+}
+
+// MissingError is returned by Watcher.Wait when the context ends (or the watcher closes) before the
+// snapshot holds everything the caller needs.
+type MissingError struct {
+	Items []Missing
+	// Problems are the parse errors of the last snapshot: often the reason an item is missing.
+	Problems []error
+	Err      error // ctx.Err() or ErrClosed
+}
+
+func (e *MissingError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "DownwardAPI data still missing (%v): %d item(s)", e.Err, len(e.Items))
+	for _, m := range e.Items {
+		b.WriteString("\n  ")
+		b.WriteString(m.String())
+	}
+	for _, p := range e.Problems {
+		b.WriteString("\n  problem: ")
+		b.WriteString(p.Error())
+	}
+	return b.String()
+}
+
+func (e *MissingError) Unwrap() error { return e.Err }

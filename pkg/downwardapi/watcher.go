@@ -1,0 +1,396 @@
+package downwardapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// Config says where the DownwardAPI volumes are mounted. An empty path means "not configured".
+type Config struct {
+	DeviceInfoFile string       // e.g. /etc/podinfo/network-info ("" = not configured)
+	PodInfoDir     string       // e.g. /var/run/kubevirt-private/downwardapi/podinfo ("" = not configured)
+	Logger         *slog.Logger // nil = discard
+}
+
+// eventBuffer lets fsnotify hand over a whole kubelet swap (about six events) without a round trip per
+// event, so one swap usually costs one re-read.
+const eventBuffer = 64
+
+type sourceKind int
+
+const (
+	deviceInfoSource sourceKind = iota
+	podInfoSource
+)
+
+func (k sourceKind) String() string {
+	if k == deviceInfoSource {
+		return "device-info"
+	}
+	return "pod-info"
+}
+
+// source is one watched directory and the files read from it. Owned by the watcher goroutine.
+type source struct {
+	kind       sourceKind
+	dir        string   // absolute directory the files live in
+	files      []string // base names
+	watchPoint string   // dir itself, or its nearest existing ancestor while dir does not exist
+	last       []fileState
+}
+
+// published pairs a snapshot with the channel closed when it is superseded, so a waiter that loaded
+// one can never miss the next.
+type published struct {
+	snap    *Snapshot
+	changed chan struct{}
+}
+
+// Watcher keeps an immutable Snapshot of the DownwardAPI volumes current and wakes waiters on change.
+type Watcher struct {
+	log     *slog.Logger
+	fsw     *fsnotify.Watcher // nil when nothing is configured
+	sources []*source
+	watched map[string]bool // paths added to fsw; owned by the goroutine after NewWatcher returns
+
+	// Parsed content of each source, owned by the goroutine after NewWatcher returns.
+	device        *NetworkInfo
+	deviceProblem error
+	pod           podInfoData
+
+	state     atomic.Pointer[published]
+	closed    chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+	done      chan struct{}
+}
+
+// NewWatcher reads the configured volumes once, publishes the first Snapshot (Generation 1) and starts
+// watching. It never waits for data: absent directories and files are normal (the volume may not be
+// mounted, or not projected yet). It fails only when fsnotify cannot be set up.
+func NewWatcher(cfg Config) (*Watcher, error) {
+	w := &Watcher{
+		log:     cfg.Logger,
+		watched: map[string]bool{},
+		closed:  make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	if w.log == nil {
+		w.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.DeviceInfoFile != "" {
+		p, err := filepath.Abs(cfg.DeviceInfoFile)
+		if err != nil {
+			return nil, fmt.Errorf("device-info file %q: %w", cfg.DeviceInfoFile, err)
+		}
+		w.sources = append(w.sources, &source{kind: deviceInfoSource, dir: filepath.Dir(p), files: []string{filepath.Base(p)}})
+	}
+	if cfg.PodInfoDir != "" {
+		p, err := filepath.Abs(cfg.PodInfoDir)
+		if err != nil {
+			return nil, fmt.Errorf("pod-info dir %q: %w", cfg.PodInfoDir, err)
+		}
+		w.sources = append(w.sources, &source{kind: podInfoSource, dir: p, files: []string{LabelsFile, AnnotationsFile}})
+	}
+	if len(w.sources) == 0 {
+		close(w.done)
+		w.state.Store(&published{snap: &Snapshot{Generation: 1}, changed: make(chan struct{})})
+		return w, nil
+	}
+	fsw, err := fsnotify.NewBufferedWatcher(eventBuffer)
+	if err != nil {
+		return nil, fmt.Errorf("creating fsnotify watcher: %w", err)
+	}
+	w.fsw = fsw
+	// Watches first, then the read: a write after the read is guaranteed an event.
+	for _, s := range w.sources {
+		w.reconcile(s)
+		w.read(s)
+	}
+	w.state.Store(&published{snap: w.build(1), changed: make(chan struct{})})
+	w.logPublished(w.state.Load().snap)
+	go w.run()
+	return w, nil
+}
+
+// Snapshot returns the current snapshot; never nil. Callers must not modify it.
+func (w *Watcher) Snapshot() *Snapshot {
+	return w.state.Load().snap
+}
+
+// Wait returns as soon as need(snapshot) reports nothing missing. It is woken by each publish, never by
+// a timer. When ctx ends (or the watcher closes) it returns the last snapshot and a *MissingError listing
+// need(last snapshot) and the snapshot's parse problems.
+func (w *Watcher) Wait(ctx context.Context, need func(*Snapshot) []Missing) (*Snapshot, error) {
+	for {
+		st := w.state.Load()
+		if len(need(st.snap)) == 0 {
+			return st.snap, nil
+		}
+		select {
+		case <-st.changed:
+		case <-ctx.Done():
+			return w.missing(need, ctx.Err())
+		case <-w.closed:
+			return w.missing(need, ErrClosed)
+		}
+	}
+}
+
+func (w *Watcher) missing(need func(*Snapshot) []Missing, cause error) (*Snapshot, error) {
+	snap := w.Snapshot()
+	items := need(snap)
+	if len(items) == 0 {
+		return snap, nil
+	}
+	return snap, &MissingError{Items: items, Problems: snap.Problems, Err: cause}
+}
+
+// Next returns the first snapshot whose Generation is greater than after: a background loop passes the
+// Generation it last handled. It returns ctx.Err() or ErrClosed when it cannot.
+func (w *Watcher) Next(ctx context.Context, after uint64) (*Snapshot, error) {
+	for {
+		st := w.state.Load()
+		if st.snap.Generation > after {
+			return st.snap, nil
+		}
+		select {
+		case <-st.changed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-w.closed:
+			return nil, ErrClosed
+		}
+	}
+}
+
+// Close stops watching and unblocks every Wait and Next with ErrClosed. It is idempotent.
+func (w *Watcher) Close() error {
+	w.closeOnce.Do(func() {
+		close(w.closed)
+		if w.fsw == nil {
+			return
+		}
+		if err := w.fsw.Close(); err != nil {
+			w.closeErr = fmt.Errorf("closing fsnotify watcher: %w", err)
+			return
+		}
+		<-w.done
+	})
+	return w.closeErr
+}
+
+// run is the only goroutine that touches sources, watches and parsed state after NewWatcher.
+func (w *Watcher) run() {
+	defer close(w.done)
+	for {
+		select {
+		case ev, ok := <-w.fsw.Events:
+			if !ok {
+				return
+			}
+			dirty := w.route(ev)
+			// Take what is already queued so a whole swap costs one re-read.
+			for drained := false; !drained; {
+				select {
+				case ev, ok := <-w.fsw.Events:
+					if !ok {
+						return
+					}
+					dirty = append(dirty, w.route(ev)...)
+				default:
+					drained = true
+				}
+			}
+			w.refresh(dirty)
+		case err, ok := <-w.fsw.Errors:
+			if !ok {
+				return
+			}
+			w.log.Warn("downwardapi: fsnotify error", "error", err)
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				// Events were dropped: re-establish every watch and re-read everything.
+				for _, s := range w.sources {
+					w.reconcile(s)
+				}
+				w.refresh(w.sources)
+			}
+		}
+	}
+}
+
+// route returns the sources an event may have changed, moving watch points as directories appear or
+// disappear.
+func (w *Watcher) route(ev fsnotify.Event) []*source {
+	var dirty []*source
+	name := filepath.Clean(ev.Name)
+	for _, s := range w.sources {
+		switch {
+		case name == s.watchPoint && ev.Has(fsnotify.Remove|fsnotify.Rename):
+			// The watched directory went away (volume torn down, directory removed or renamed); the kernel
+			// dropped its watch. Fall back to the nearest existing ancestor.
+			w.reconcile(s)
+			dirty = append(dirty, s)
+		case s.watchPoint != s.dir:
+			// Watching an ancestor: move down when a component of the path appears.
+			if ev.Has(fsnotify.Create|fsnotify.Rename) && within(s.dir, name) {
+				w.reconcile(s)
+				dirty = append(dirty, s)
+			}
+		case filepath.Dir(name) == s.dir && ev.Op != fsnotify.Chmod:
+			// kubelet renames ..data into place (Create; some systems report Write, see
+			// jimmidyson/configmap-reload#190) and creates the user-visible symlinks on the first update;
+			// a plain directory gets Create/Write/Remove of the file itself.
+			base := filepath.Base(name)
+			if base == dataLink || slices.Contains(s.files, base) {
+				dirty = append(dirty, s)
+			}
+		}
+	}
+	return dirty
+}
+
+// within reports whether path is p or lies below it.
+func within(path, p string) bool {
+	return path == p || strings.HasPrefix(path, strings.TrimSuffix(p, "/")+"/")
+}
+
+// reconcile watches s.dir, or while it does not exist, its nearest existing ancestor. The ancestor's
+// Create event for the next path component brings the watch back down; no polling is needed. After an
+// ancestor is watched it tries to descend again, because a component may have appeared between the
+// failed Add and the ancestor's watch (that Create was never seen).
+func (w *Watcher) reconcile(s *source) {
+	p := s.dir
+	for w.fsw.Add(p) != nil {
+		parent := filepath.Dir(p)
+		if parent == p {
+			w.log.Warn("downwardapi: nothing watchable on path", "source", s.kind.String(), "dir", s.dir)
+			s.watchPoint = ""
+			w.dropUnneededWatches()
+			return
+		}
+		p = parent
+	}
+	w.watched[p] = true
+	for p != s.dir {
+		next := filepath.Join(p, strings.SplitN(strings.TrimPrefix(s.dir, strings.TrimSuffix(p, "/")+"/"), "/", 2)[0])
+		if w.fsw.Add(next) != nil {
+			break
+		}
+		w.watched[next] = true
+		p = next
+	}
+	if p != s.watchPoint {
+		w.log.Info("downwardapi: watching", "source", s.kind.String(), "dir", s.dir, "watchPoint", p)
+	}
+	s.watchPoint = p
+	w.dropUnneededWatches()
+}
+
+// dropUnneededWatches removes watches no source relies on any more (ancestors we moved below).
+func (w *Watcher) dropUnneededWatches() {
+	for p := range w.watched {
+		needed := false
+		for _, s := range w.sources {
+			needed = needed || s.watchPoint == p
+		}
+		if !needed {
+			// The kernel may already have dropped it (directory removed): nothing to undo then.
+			_ = w.fsw.Remove(p)
+			delete(w.watched, p)
+		}
+	}
+}
+
+// refresh re-reads the dirty sources and publishes a new snapshot only if some content changed.
+func (w *Watcher) refresh(dirty []*source) {
+	changed := false
+	for _, s := range w.sources {
+		if slices.Contains(dirty, s) && w.read(s) {
+			changed = true
+		}
+	}
+	if !changed {
+		return
+	}
+	old := w.state.Load()
+	next := &published{snap: w.build(old.snap.Generation + 1), changed: make(chan struct{})}
+	w.state.Store(next)
+	close(old.changed)
+	w.logPublished(next.snap)
+}
+
+// read re-reads one source and re-parses it when its bytes changed; it reports whether they did.
+func (w *Watcher) read(s *source) bool {
+	states := readFiles(s.dir, s.files)
+	if s.last != nil && slices.EqualFunc(states, s.last, fileState.equal) {
+		return false
+	}
+	s.last = states
+	switch s.kind {
+	case deviceInfoSource:
+		w.device, w.deviceProblem = parseDeviceInfo(filepath.Join(s.dir, s.files[0]), states[0])
+	case podInfoSource:
+		w.pod = parsePodInfo(s.dir, states[0], states[1])
+	}
+	return true
+}
+
+func parseDeviceInfo(path string, st fileState) (*NetworkInfo, error) {
+	if st.err != nil {
+		return nil, fmt.Errorf("device-info file: %w", st.err)
+	}
+	if !st.present {
+		return nil, nil
+	}
+	info, err := ParseNetworkInfo(path, st.data)
+	if err != nil {
+		return nil, fmt.Errorf("device-info file: %w", err)
+	}
+	return info, nil
+}
+
+func parsePodInfo(dir string, labels, annotations fileState) podInfoData {
+	p := podInfoData{present: labels.present || annotations.present}
+	parse := func(name string, st fileState) map[string]string {
+		path := filepath.Join(dir, name)
+		if st.err != nil {
+			p.problems = append(p.problems, fmt.Errorf("pod-info file: %w", st.err))
+			return nil
+		}
+		if !st.present {
+			return nil
+		}
+		m, err := ParseFormatMap(path, st.data)
+		if err != nil {
+			p.problems = append(p.problems, fmt.Errorf("pod-info file: %w", err))
+		}
+		return m
+	}
+	p.labels = parse(LabelsFile, labels)
+	p.annotations = parse(AnnotationsFile, annotations)
+	p.parseAnnotations("pod-info file " + filepath.Join(dir, AnnotationsFile))
+	return p
+}
+
+func (w *Watcher) build(gen uint64) *Snapshot {
+	return buildSnapshot(gen, w.device, w.deviceProblem, w.pod)
+}
+
+func (w *Watcher) logPublished(s *Snapshot) {
+	w.log.Info("downwardapi: snapshot published", "generation", s.Generation,
+		"deviceInfo", s.DeviceInfo != nil, "podInfo", s.PodInfo,
+		"annotations", len(s.Annotations), "problems", len(s.Problems))
+	for _, p := range s.Problems {
+		w.log.Warn("downwardapi: input problem", "generation", s.Generation, "error", p)
+	}
+}
