@@ -12,7 +12,7 @@ LDFLAGS      := -s -w -X main.version=$(VERSION)
 # Go modules that hold tests: the sidecar, the integration/guest module, the manifests module.
 MODULES      := . test test/manifests
 
-.PHONY: help build test test-unit test-integration test-manifests test-guest demo bench lint fuzz image e2e clean
+.PHONY: help build test test-unit test-integration test-manifests test-guest demo bench bench-micro lint fuzz image e2e clean
 
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -40,7 +40,10 @@ test-guest: ## boot a real Debian guest with cloud-init on the ISO KubeVirt buil
 demo: build ## run the sidecar's main job (render) on built-in sample data
 	./$(BIN) render --sample
 
-bench: ## benchmarks (figures, not pass/fail thresholds)
+bench: build ## footprint beside KubeVirt's passt sidecar: table + bin/bench.json (figures, not thresholds; needs root)
+	cd test && go run ./bench/cmd/sidecarbench --ours $(abspath $(BIN)) --bin-dir $(abspath bin) --json $(abspath bin)/bench.json
+
+bench-micro: ## Go micro-benchmarks of every package
 	go test -run '^$$' -bench . -benchmem ./...
 	cd test && go test -run '^$$' -bench . -benchmem $$(go list ./... | grep -v /guest)
 

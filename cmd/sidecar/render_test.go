@@ -40,7 +40,7 @@ func TestRender_JSONFormatIsMachineReadable(t *testing.T) {
 	assert.Len(t, r.Interfaces, 2)
 	assert.Empty(t, r.Missing)
 	assert.Len(t, r.InterfaceCache, 2)
-	assert.Contains(t, r.NoCloudNetwork, "version: 1")
+	assert.Contains(t, r.NoCloudNetwork, `"version": 1`, "NoCloud config is JSON, which is YAML too (pkg/cloudinit doc.go)")
 }
 
 func TestRender_PodWithoutNetworkStatus_ListsWhatTheHooksWouldWaitFor(t *testing.T) {

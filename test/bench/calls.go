@@ -1,0 +1,232 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	v1 "kubevirt.io/api/core/v1"
+	"kubevirt.io/kubevirt/pkg/hooks"
+	hooksInfo "kubevirt.io/kubevirt/pkg/hooks/info"
+	hooksV1alpha3 "kubevirt.io/kubevirt/pkg/hooks/v1alpha3"
+	grpcutil "kubevirt.io/kubevirt/pkg/util/net/grpc"
+)
+
+// CallInfo does what the hook Manager does when it finds a socket (manager.go processSideCarSocket):
+// dial with a 1 s timeout, Info with a 1 s deadline, close.
+func CallInfo(socket string) (*hooksInfo.InfoResult, error) {
+	conn, err := grpcutil.DialSocketWithTimeout(socket, 1)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", socket, err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	res, err := hooksInfo.NewInfoClient(conn).Info(ctx, &hooksInfo.InfoParams{})
+	if err != nil {
+		return nil, fmt.Errorf("hook Info on %s: %w", socket, err)
+	}
+	return res, nil
+}
+
+// CallOnDefineDomain calls v1alpha3 OnDefineDomain the way the Manager does (fresh connection,
+// 1 minute deadline). The bench calls it directly so that the peer, whose socket is not where the
+// Manager looks, gets exactly the same calls as ours.
+func CallOnDefineDomain(socket string, domainXML, vmiJSON []byte) error {
+	conn, err := grpcutil.DialSocketWithTimeout(socket, 1)
+	if err != nil {
+		return fmt.Errorf("dial %s: %w", socket, err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := hooksV1alpha3.NewCallbacksClient(conn).OnDefineDomain(ctx,
+		&hooksV1alpha3.OnDefineDomainParams{DomainXML: domainXML, Vmi: vmiJSON})
+	if err != nil {
+		return fmt.Errorf("OnDefineDomain on %s: %w", socket, err)
+	}
+	if len(res.GetDomainXML()) == 0 {
+		return fmt.Errorf("OnDefineDomain on %s: empty domain XML", socket)
+	}
+	return nil
+}
+
+// Load makes n rounds of Info + OnDefineDomain against socket and summarises each round's time:
+// the same calls to ours and the peer, so their ratio is a latency comparison that survives a
+// noisy machine.
+func Load(socket string, n int, vmi *v1.VirtualMachineInstance) (Summary, error) {
+	domainXML, err := DomainXML()
+	if err != nil {
+		return Summary{}, err
+	}
+	vmiJSON, err := json.Marshal(vmi)
+	if err != nil {
+		return Summary{}, fmt.Errorf("marshal VMI: %w", err)
+	}
+	rounds := make([]time.Duration, 0, n)
+	for i := range n {
+		t0 := time.Now()
+		if _, err := CallInfo(socket); err != nil {
+			return Summary{}, fmt.Errorf("call %d: %w", i, err)
+		}
+		if err := CallOnDefineDomain(socket, domainXML, vmiJSON); err != nil {
+			return Summary{}, fmt.Errorf("call %d: %w", i, err)
+		}
+		rounds = append(rounds, time.Since(t0))
+	}
+	return Summarize(rounds), nil
+}
+
+// HookLatency is Info + PreCloudInitIso through KubeVirt's hook Manager, per call.
+type HookLatency struct {
+	Total           Summary `json:"total"`
+	Info            Summary `json:"info"`
+	PreCloudInitIso Summary `json:"pre_cloud_init_iso"`
+	// NetworkDataChanged is true when the sidecar changed NetworkData (false = pass-through floor).
+	NetworkDataChanged bool `json:"network_data_changed"`
+}
+
+// MeasureHookLatency calls Info (as the Manager's Collect does, which cannot be repeated: it
+// always waits a 300 ms tick) and then Manager.PreCloudInitIso, n times. The Manager must have
+// collected exactly our sidecar.
+func MeasureHookLatency(mgr hooks.Manager, socket string, vmi *v1.VirtualMachineInstance, n int) (HookLatency, error) {
+	var res HookLatency
+	in, err := CloudInitData(vmi)
+	if err != nil {
+		return res, err
+	}
+	total, infos, pcis := make([]time.Duration, 0, n), make([]time.Duration, 0, n), make([]time.Duration, 0, n)
+	for i := range n {
+		t0 := time.Now()
+		if _, err := CallInfo(socket); err != nil {
+			return res, fmt.Errorf("call %d: %w", i, err)
+		}
+		t1 := time.Now()
+		data := *in
+		out, err := mgr.PreCloudInitIso(vmi, &data)
+		if err != nil {
+			return res, fmt.Errorf("call %d: PreCloudInitIso: %w", i, err)
+		}
+		t2 := time.Now()
+		if out == nil || out.UserData == "" {
+			return res, fmt.Errorf("call %d: PreCloudInitIso returned no user data", i)
+		}
+		res.NetworkDataChanged = res.NetworkDataChanged || out.NetworkData != in.NetworkData
+		total, infos, pcis = append(total, t2.Sub(t0)), append(infos, t1.Sub(t0)), append(pcis, t2.Sub(t1))
+	}
+	res.Total, res.Info, res.PreCloudInitIso = Summarize(total), Summarize(infos), Summarize(pcis)
+	return res, nil
+}
+
+// SwapLatency is the time from kubelet's volume update to the return of a hook that waited for it.
+type SwapLatency struct {
+	// FromWrite runs from the start of AtomicWriter.Write (which creates the timestamped dir,
+	// swaps ..data and removes the old dir) to the hook's return: conservative.
+	FromWrite Summary `json:"from_write_start"`
+	// Write is AtomicWriter.Write alone.
+	Write Summary `json:"write"`
+	// Waited counts calls still pending when the swap started; Returned early counts calls that
+	// returned before it (a pass-through sidecar never waits).
+	Waited        int     `json:"waited"`
+	ReturnedEarly int     `json:"returned_early"`
+	EarlyCall     Summary `json:"early_call"`
+}
+
+// waitingGrace bounds how long the bench waits for a log line saying the hook waits before it
+// swaps anyway; the hook needs a fraction of a millisecond to reach its wait.
+const waitingGrace = 20 * time.Millisecond
+
+// MeasureSwap runs n rounds: a VMI whose bound interface is network swap<i> on NAD ns1/swap-<i>, absent from the
+// current annotations, so PreCloudInitIso waits; then the annotations gain that NAD (and lose the
+// previous one) through AtomicWriter, and the hook's return is timed. lines (may be nil) are the
+// sidecar's stderr lines: one mentioning "wait" tells the bench the hook is blocked.
+func MeasureSwap(mgr hooks.Manager, podInfo *Volume, lines <-chan string, n int) (SwapLatency, error) {
+	var res SwapLatency
+	var fromWrite, writes, early []time.Duration
+	for i := 1; i <= n; i++ {
+		// Both the VMI network name (hence the hashed pod interface name) and the NAD are new each
+		// round: the current annotations have nothing for them, so the hook must wait.
+		ifaces := Ifaces(1, fmt.Sprintf("swap-%d", i))
+		ifaces[0].Network = fmt.Sprintf("swap%d", i)
+		vmi := VMI(ifaces)
+		in, err := CloudInitData(vmi)
+		if err != nil {
+			return res, err
+		}
+		ann, err := Annotations(ifaces, 0)
+		if err != nil {
+			return res, err
+		}
+		drain(lines)
+		type result struct {
+			at  time.Time
+			err error
+		}
+		done := make(chan result, 1)
+		called := time.Now()
+		go func() {
+			_, err := mgr.PreCloudInitIso(vmi, in)
+			done <- result{time.Now(), err}
+		}()
+		var r *result
+		grace := time.NewTimer(waitingGrace)
+	waitLoop:
+		for {
+			select {
+			case got := <-done:
+				r = &got
+				break waitLoop
+			case l := <-lines:
+				if strings.Contains(strings.ToLower(l), "wait") {
+					break waitLoop
+				}
+			case <-grace.C:
+				break waitLoop
+			}
+		}
+		grace.Stop()
+		w0 := time.Now()
+		if err := podInfo.WritePodInfo(map[string]string{"app": "bench"}, ann); err != nil {
+			return res, err
+		}
+		w1 := time.Now()
+		if r != nil {
+			if r.err != nil {
+				return res, fmt.Errorf("round %d: PreCloudInitIso: %w", i, r.err)
+			}
+			res.ReturnedEarly++
+			early = append(early, r.at.Sub(called))
+		} else {
+			select {
+			case got := <-done:
+				if got.err != nil {
+					return res, fmt.Errorf("round %d: PreCloudInitIso: %w", i, got.err)
+				}
+				if got.at.Before(w0) {
+					res.ReturnedEarly++
+					early = append(early, got.at.Sub(called))
+				} else {
+					res.Waited++
+					fromWrite = append(fromWrite, got.at.Sub(w0))
+				}
+			case <-time.After(time.Minute):
+				return res, fmt.Errorf("round %d: PreCloudInitIso still waiting a minute after the swap", i)
+			}
+		}
+		writes = append(writes, w1.Sub(w0))
+	}
+	res.FromWrite, res.Write, res.EarlyCall = Summarize(fromWrite), Summarize(writes), Summarize(early)
+	return res, nil
+}
+
+func drain(lines <-chan string) {
+	for {
+		select {
+		case <-lines:
+		default:
+			return
+		}
+	}
+}

@@ -1,0 +1,387 @@
+// Command sidecarbench measures the sriov-udn-binding sidecar beside KubeVirt's passt binding
+// sidecar in the same run (make bench): binary size, start to socket ready, idle RSS, idle CPU and
+// context switches, hook latency through KubeVirt's hook Manager, kubelet swap -> waiting hook, and
+// render time. It prints a table and writes JSON; it fails only when it cannot measure, never on a
+// figure. Needs root: KubeVirt's hook Manager and the passt sidecar are fixed to /var/run/kubevirt-hooks.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"time"
+
+	"kubevirt.io/client-go/log"
+	"kubevirt.io/kubevirt/pkg/hooks"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/bench"
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/harness"
+)
+
+const (
+	peerPackage   = "kubevirt.io/kubevirt/cmd/sidecars/network-passt-binding"
+	peerSocket    = "passt.sock" // fixed in the peer's main.go, directly under hooks.HookSocketsSharedDirectory
+	oursSocket    = "sriov-udn-binding.sock"
+	sidecarSubdir = "hook-sidecar-bench"
+	settle        = time.Second
+	stopTimeout   = 10 * time.Second
+)
+
+type options struct {
+	ours, peer, binDir, jsonOut string
+	starts, calls, swaps        int
+	idle                        time.Duration
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.ours, "ours", "", "our sidecar binary; empty = build ./cmd/sidecar into --bin-dir")
+	flag.StringVar(&o.peer, "peer", "", "peer binary; empty = build "+peerPackage+" into --bin-dir")
+	flag.StringVar(&o.binDir, "bin-dir", filepath.Join(harness.RepoRoot(), "bin"), "where built binaries go")
+	flag.StringVar(&o.jsonOut, "json", filepath.Join(harness.RepoRoot(), "bin", "bench.json"), "machine-readable result")
+	flag.IntVar(&o.starts, "starts", 20, "starts per binary for start to socket ready")
+	flag.IntVar(&o.calls, "calls", 1000, "hook calls (load before RSS, and Manager latency)")
+	flag.IntVar(&o.swaps, "swaps", 500, "kubelet swap -> waiting hook rounds")
+	flag.DurationVar(&o.idle, "idle", 10*time.Second, "idle window for CPU ticks and context switches")
+	flag.Parse()
+	if err := run(o, os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "sidecarbench: cannot measure: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(o options, stdout io.Writer) error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("needs root: KubeVirt's hook Manager and the passt sidecar use %s", harness.HooksRoot)
+	}
+	// The Manager logs every collection through KubeVirt's logger; keep the table readable.
+	log.Log.SetIOWriter(io.Discard)
+	if err := buildBinaries(&o); err != nil {
+		return err
+	}
+	unlock, err := lockHooksRoot()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	res := &bench.Result{
+		Timestamp: time.Now().UTC().Format(time.RFC3339),
+		GoVersion: runtime.Version(),
+		Platform:  runtime.GOOS + "/" + runtime.GOARCH,
+		NumCPU:    runtime.NumCPU(),
+		Params:    bench.Params{Starts: o.starts, Calls: o.calls, Swaps: o.swaps, IdleSeconds: o.idle.Seconds()},
+		Ours:      bench.BinaryResult{Name: "sriov-udn-binding", Path: o.ours},
+		Peer:      bench.BinaryResult{Name: "network-passt-binding (KubeVirt v1.8.0)", Path: o.peer},
+	}
+	for _, b := range []*bench.BinaryResult{&res.Ours, &res.Peer} {
+		st, err := os.Stat(b.Path)
+		if err != nil {
+			return fmt.Errorf("size of %s: %w", b.Path, err)
+		}
+		b.SizeBytes = st.Size()
+	}
+
+	env, err := newEnv(o.ours, o.peer)
+	if err != nil {
+		return err
+	}
+	defer env.cleanup()
+
+	if err := env.measureStarts(res, o.starts); err != nil {
+		return err
+	}
+	if err := env.measureRunning(res, o); err != nil {
+		return err
+	}
+	for _, n := range []int{1, 8, 64} {
+		rr, err := bench.MeasureRender(n)
+		if err != nil {
+			return err
+		}
+		res.Render = append(res.Render, rr)
+	}
+	res.ComputeRatios()
+	if !res.Hook.NetworkDataChanged {
+		res.Notes = append(res.Notes, "PreCloudInitIso left NetworkData unchanged: the sidecar passes through, so hook and swap figures are the pass-through floor")
+	}
+	if err := res.WriteTable(stdout); err != nil {
+		return err
+	}
+	return writeJSON(o.jsonOut, res)
+}
+
+// buildBinaries builds whichever binary was not given, both with the same flags as `make build`.
+func buildBinaries(o *options) error {
+	if err := os.MkdirAll(o.binDir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", o.binDir, err)
+	}
+	builds := []struct {
+		path *string
+		name string
+		dir  string
+		pkg  string
+	}{
+		{&o.ours, "sriov-udn-binding", harness.RepoRoot(), "./cmd/sidecar"},
+		{&o.peer, "network-passt-binding", filepath.Join(harness.RepoRoot(), "test"), peerPackage},
+	}
+	for _, b := range builds {
+		if *b.path != "" {
+			continue
+		}
+		out, err := filepath.Abs(filepath.Join(o.binDir, b.name))
+		if err != nil {
+			return fmt.Errorf("path of %s: %w", b.name, err)
+		}
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, b.pkg)
+		cmd.Dir = b.dir
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build %s: %w\n%s", b.pkg, err, msg)
+		}
+		*b.path = out
+	}
+	return nil
+}
+
+// lockHooksRoot takes the same flock as harness.LockHooksRoot (which needs a testing.TB): no test
+// may run its sidecars under the hooks root while the bench does.
+func lockHooksRoot() (func(), error) {
+	if err := os.MkdirAll(harness.HooksRoot, 0o755); err != nil {
+		return nil, fmt.Errorf("create %s: %w", harness.HooksRoot, err)
+	}
+	f, err := os.OpenFile(harness.LockFile, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open lock %s: %w", harness.LockFile, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("flock %s: %w", harness.LockFile, err)
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		_ = f.Close()
+	}, nil
+}
+
+func writeJSON(path string, res *bench.Result) error {
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return fmt.Errorf("marshal result: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", filepath.Dir(path), err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// env is one run's sockets, DownwardAPI volumes and binaries.
+type env struct {
+	ours, peer         string
+	sidecarDir         string
+	oursSock, peerSock string
+	data               string
+	podInfo, devInfo   *bench.Volume
+	oursArgs           []string
+}
+
+func newEnv(ours, peer string) (*env, error) {
+	e := &env{ours: ours, peer: peer,
+		sidecarDir: filepath.Join(harness.HooksRoot, sidecarSubdir),
+		peerSock:   filepath.Join(harness.HooksRoot, peerSocket),
+	}
+	e.oursSock = filepath.Join(e.sidecarDir, oursSocket)
+	if _, err := os.Stat(e.peerSock); err == nil {
+		return nil, fmt.Errorf("%s exists while we hold %s: another passt sidecar may be running", e.peerSock, harness.LockFile)
+	}
+	if err := os.RemoveAll(e.sidecarDir); err != nil {
+		return nil, fmt.Errorf("remove stale %s: %w", e.sidecarDir, err)
+	}
+	if err := os.MkdirAll(e.sidecarDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create %s: %w", e.sidecarDir, err)
+	}
+	data, err := os.MkdirTemp("", "sidecarbench")
+	if err != nil {
+		return nil, fmt.Errorf("temp dir: %w", err)
+	}
+	e.data = data
+	podInfoDir, devInfoDir := filepath.Join(data, "downwardapi", "podinfo"), filepath.Join(data, "podinfo")
+	if e.podInfo, err = bench.NewVolume(podInfoDir); err != nil {
+		return nil, err
+	}
+	if e.devInfo, err = bench.NewVolume(devInfoDir); err != nil {
+		return nil, err
+	}
+	// Data ready from the start: the hook-latency figure is "with data ready".
+	ifaces := bench.Ifaces(1, bench.BaseNAD)
+	ann, err := bench.Annotations(ifaces, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.podInfo.WritePodInfo(map[string]string{"app": "bench"}, ann); err != nil {
+		return nil, err
+	}
+	netInfo, err := bench.NetworkInfoJSON(ifaces)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.devInfo.WriteDeviceInfo(netInfo); err != nil {
+		return nil, err
+	}
+	e.oursArgs = []string{
+		"--socket-dir", e.sidecarDir,
+		"--socket-name", oursSocket,
+		"--device-info-file", filepath.Join(devInfoDir, "network-info"),
+		"--pod-info-dir", podInfoDir,
+		"--iface-cache-dir", filepath.Join(e.sidecarDir, "ifacecache"),
+		"--wait-timeout", "45s",
+	}
+	return e, nil
+}
+
+func (e *env) cleanup() {
+	_ = os.RemoveAll(e.sidecarDir)
+	_ = os.Remove(e.peerSock)
+	if e.data != "" {
+		_ = os.RemoveAll(e.data)
+	}
+}
+
+func (e *env) startOurs(withLines bool) (*bench.Process, error) {
+	return bench.StartProcess(e.ours, e.oursArgs, e.oursSock, withLines)
+}
+
+func (e *env) startPeer() (*bench.Process, error) {
+	return bench.StartProcess(e.peer, nil, e.peerSock, false)
+}
+
+// measureStarts alternates ours and the peer so that drift on a noisy machine hits both alike.
+func (e *env) measureStarts(res *bench.Result, n int) error {
+	var ours, peer []time.Duration
+	for range n {
+		for _, s := range []struct {
+			start func() (*bench.Process, error)
+			into  *[]time.Duration
+		}{{func() (*bench.Process, error) { return e.startOurs(false) }, &ours}, {e.startPeer, &peer}} {
+			p, err := s.start()
+			if err != nil {
+				return err
+			}
+			*s.into = append(*s.into, p.Ready)
+			if _, err := p.Stop(stopTimeout); err != nil {
+				return err
+			}
+		}
+	}
+	res.Ours.Start, res.Peer.Start = bench.Summarize(ours), bench.Summarize(peer)
+	return nil
+}
+
+// measureRunning starts one instance of each, samples RSS at ready, lets both idle together for the
+// window, loads both with the same Info+OnDefineDomain calls, then measures ours through the Manager.
+func (e *env) measureRunning(res *bench.Result, o options) (err error) {
+	ours, err := e.startOurs(true)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if ours != nil {
+			ours.Kill()
+		}
+	}()
+	peer, err := e.startPeer()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if peer != nil {
+			peer.Kill()
+		}
+	}()
+	procs := []struct {
+		p *bench.Process
+		r *bench.BinaryResult
+	}{{ours, &res.Ours}, {peer, &res.Peer}}
+
+	for _, x := range procs {
+		s, err := bench.ReadProcStats(x.p.Pid())
+		if err != nil {
+			return err
+		}
+		x.r.ReadyRSSKiB = s.RSSKiB
+	}
+	time.Sleep(settle) // let start-up work (GC, scavenger) finish before the idle window opens
+	before := make([]bench.ProcStats, len(procs))
+	for i, x := range procs {
+		if before[i], err = bench.ReadProcStats(x.p.Pid()); err != nil {
+			return err
+		}
+	}
+	t0 := time.Now()
+	time.Sleep(o.idle)
+	window := time.Since(t0).Seconds()
+	for i, x := range procs {
+		after, err := bench.ReadProcStats(x.p.Pid())
+		if err != nil {
+			return err
+		}
+		x.r.IdleRSSKiB, x.r.IdleAnonKiB, x.r.IdleFileKiB = after.RSSKiB, after.AnonKiB, after.FileKiB
+		x.r.Threads = after.Threads
+		x.r.IdleWindowSeconds = window
+		x.r.IdleTicks = after.Ticks - before[i].Ticks
+		x.r.IdleContextSwitches = after.ContextSwitches() - before[i].ContextSwitches()
+	}
+
+	vmi := bench.VMI(bench.Ifaces(1, bench.BaseNAD))
+	for _, x := range procs {
+		if x.r.DefineDomain, err = bench.Load(x.p.Socket, o.calls, vmi); err != nil {
+			return fmt.Errorf("%s: %w", x.r.Name, err)
+		}
+	}
+	time.Sleep(settle)
+	for _, x := range procs {
+		s, err := bench.ReadProcStats(x.p.Pid())
+		if err != nil {
+			return err
+		}
+		x.r.RSSAfterCallsKiB, x.r.AfterCallsAnonKiB, x.r.AfterCallsFileKiB = s.RSSKiB, s.AnonKiB, s.FileKiB
+	}
+
+	mgr := hooks.GetManager()
+	if err := mgr.Collect(1, 10*time.Second); err != nil {
+		return fmt.Errorf("hook Manager Collect: %w", err)
+	}
+	if res.Hook, err = bench.MeasureHookLatency(mgr, ours.Socket, vmi, o.calls); err != nil {
+		return err
+	}
+	// Lines drops what nobody reads, so the sidecar never blocks on stderr; MeasureSwap drains it.
+	if res.Swap, err = bench.MeasureSwap(mgr, e.podInfo, ours.Lines, o.swaps); err != nil {
+		return err
+	}
+
+	for _, x := range procs {
+		s, err := bench.ReadProcStats(x.p.Pid())
+		if err != nil {
+			return err
+		}
+		x.r.PeakRSSKiB = s.HWMKiB
+	}
+	for _, x := range procs {
+		code, err := x.p.Stop(stopTimeout)
+		x.r.StopExitCode = code
+		if err != nil {
+			return err
+		}
+	}
+	ours, peer = nil, nil
+	return nil
+}

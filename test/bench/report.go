@@ -1,0 +1,147 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+)
+
+// BinaryResult is what the bench measures of one sidecar binary.
+type BinaryResult struct {
+	Name      string `json:"name"`
+	Path      string `json:"path"`
+	SizeBytes int64  `json:"size_bytes"`
+	// Start is exec to first accepted connection, over every start.
+	Start Summary `json:"start_to_ready"`
+	// ReadyRSSKiB is VmRSS at socket ready; IdleRSSKiB after the settle and idle window;
+	// RSSAfterCallsKiB after the Info+OnDefineDomain load and a settle; PeakRSSKiB is VmHWM at the end.
+	ReadyRSSKiB      int64 `json:"ready_rss_kib"`
+	IdleRSSKiB       int64 `json:"idle_rss_kib"`
+	RSSAfterCallsKiB int64 `json:"rss_after_calls_kib"`
+	PeakRSSKiB       int64 `json:"peak_rss_kib"`
+	// DefineDomain is one round of direct Info + OnDefineDomain (the load before RSSAfterCallsKiB).
+	DefineDomain Summary `json:"info_on_define_domain"`
+	// Anon/File split of IdleRSSKiB and RSSAfterCallsKiB (RssAnon, RssFile).
+	IdleAnonKiB       int64 `json:"idle_rss_anon_kib"`
+	IdleFileKiB       int64 `json:"idle_rss_file_kib"`
+	AfterCallsAnonKiB int64 `json:"rss_after_calls_anon_kib"`
+	AfterCallsFileKiB int64 `json:"rss_after_calls_file_kib"`
+	Threads           int64 `json:"threads"`
+	// Idle window: CPU ticks (USER_HZ) and context switches (all threads) while nobody calls.
+	IdleWindowSeconds   float64 `json:"idle_window_s"`
+	IdleTicks           int64   `json:"idle_ticks"`
+	IdleContextSwitches int64   `json:"idle_context_switches"`
+	// StopExitCode is the exit code after SIGTERM (-1 when it had to be killed).
+	StopExitCode int `json:"stop_exit_code"`
+}
+
+// Result is the whole benchmark run (bin/bench.json).
+type Result struct {
+	Timestamp string         `json:"timestamp"`
+	GoVersion string         `json:"go_version"`
+	Platform  string         `json:"platform"`
+	NumCPU    int            `json:"num_cpu"`
+	Params    Params         `json:"params"`
+	Ours      BinaryResult   `json:"ours"`
+	Peer      BinaryResult   `json:"peer"`
+	Hook      HookLatency    `json:"hook_latency"`
+	Swap      SwapLatency    `json:"swap_latency"`
+	Render    []RenderResult `json:"render"`
+	// Ratios are ours / peer for each figure both have (the machines are noisy; ratios less so).
+	Ratios map[string]float64 `json:"ratios"`
+	Notes  []string           `json:"notes,omitempty"`
+}
+
+// Params are the run's sizes.
+type Params struct {
+	Starts      int     `json:"starts"`
+	Calls       int     `json:"calls"`
+	Swaps       int     `json:"swaps"`
+	IdleSeconds float64 `json:"idle_s"`
+}
+
+// ComputeRatios fills r.Ratios from Ours and Peer.
+func (r *Result) ComputeRatios() {
+	r.Ratios = map[string]float64{
+		"size":              ratio(float64(r.Ours.SizeBytes), float64(r.Peer.SizeBytes)),
+		"start_p50":         ratio(r.Ours.Start.P50Ms, r.Peer.Start.P50Ms),
+		"idle_rss":          ratio(float64(r.Ours.IdleRSSKiB), float64(r.Peer.IdleRSSKiB)),
+		"idle_anon":         ratio(float64(r.Ours.IdleAnonKiB), float64(r.Peer.IdleAnonKiB)),
+		"define_domain_p50": ratio(r.Ours.DefineDomain.P50Ms, r.Peer.DefineDomain.P50Ms),
+		"define_domain_p99": ratio(r.Ours.DefineDomain.P99Ms, r.Peer.DefineDomain.P99Ms),
+		"rss_after_calls":   ratio(float64(r.Ours.RSSAfterCallsKiB), float64(r.Peer.RSSAfterCallsKiB)),
+		"idle_ticks":        ratio(float64(r.Ours.IdleTicks), float64(r.Peer.IdleTicks)),
+		"idle_ctx_switches": ratio(float64(r.Ours.IdleContextSwitches), float64(r.Peer.IdleContextSwitches)),
+	}
+}
+
+// ratio is a/b rounded to 2 decimals; -1 when b is 0 (JSON has no NaN or Inf).
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return -1
+	}
+	return math.Round(a/b*100) / 100
+}
+
+func mib(kib int64) string { return fmt.Sprintf("%.1f MiB", float64(kib)/1024) }
+func anonFile(anon, file int64) string {
+	return fmt.Sprintf("%.1f / %.1f MiB", float64(anon)/1024, float64(file)/1024)
+}
+func mibBytes(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+func msf(v float64) string    { return fmt.Sprintf("%.2f ms", v) }
+func p50p99(s Summary) string { return fmt.Sprintf("%.2f / %.2f ms", s.P50Ms, s.P99Ms) }
+func ratioText(v float64) string {
+	if v < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+// WriteTable prints the human-readable table.
+func (r *Result) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(cells ...string) { fmt.Fprintln(tw, strings.Join(cells, "\t")) }
+	row("figure", "ours", "peer (passt)", "ours/peer", "target")
+	row("------", "----", "------------", "---------", "------")
+	row("binary size", mibBytes(r.Ours.SizeBytes), mibBytes(r.Peer.SizeBytes), ratioText(r.Ratios["size"]), "-")
+	row(fmt.Sprintf("start to socket ready (median of %d)", r.Ours.Start.N), msf(r.Ours.Start.P50Ms), msf(r.Peer.Start.P50Ms), ratioText(r.Ratios["start_p50"]), "<= peer")
+	row("idle RSS after start", mib(r.Ours.IdleRSSKiB), mib(r.Peer.IdleRSSKiB), ratioText(r.Ratios["idle_rss"]), "<= 12 MiB")
+	row("  of which anon (private) / file (binary)", anonFile(r.Ours.IdleAnonKiB, r.Ours.IdleFileKiB), anonFile(r.Peer.IdleAnonKiB, r.Peer.IdleFileKiB), ratioText(r.Ratios["idle_anon"]), "-")
+	row(fmt.Sprintf("idle RSS after %d hook calls", r.Params.Calls), mib(r.Ours.RSSAfterCallsKiB), mib(r.Peer.RSSAfterCallsKiB), ratioText(r.Ratios["rss_after_calls"]), "-")
+	row(fmt.Sprintf("CPU ticks over %.0f s idle", r.Params.IdleSeconds), fmt.Sprint(r.Ours.IdleTicks), fmt.Sprint(r.Peer.IdleTicks), ratioText(r.Ratios["idle_ticks"]), "0")
+	row(fmt.Sprintf("context switches over %.0f s idle", r.Params.IdleSeconds), fmt.Sprint(r.Ours.IdleContextSwitches), fmt.Sprint(r.Peer.IdleContextSwitches), ratioText(r.Ratios["idle_ctx_switches"]), "-")
+	row(fmt.Sprintf("hook Info+OnDefineDomain p50/p99 (n=%d)", r.Ours.DefineDomain.N), p50p99(r.Ours.DefineDomain), p50p99(r.Peer.DefineDomain),
+		ratioText(r.Ratios["define_domain_p50"])+" / "+ratioText(r.Ratios["define_domain_p99"]), "-")
+	hookNote := ""
+	if !r.Hook.NetworkDataChanged {
+		hookNote = " (pass-through)"
+	}
+	row(fmt.Sprintf("hook Info+PreCloudInitIso p50/p99 (n=%d)%s", r.Hook.Total.N, hookNote), p50p99(r.Hook.Total), "-", "-", "p99 <= 2 ms")
+	if r.Swap.Waited > 0 {
+		row(fmt.Sprintf("kubelet swap -> waiting hook p50/p99 (n=%d)", r.Swap.Waited), p50p99(r.Swap.FromWrite), "-", "-", "p99 <= 5 ms")
+	}
+	if r.Swap.ReturnedEarly > 0 {
+		row(fmt.Sprintf("hook did not wait for the swap (n=%d): call p50/p99", r.Swap.ReturnedEarly), p50p99(r.Swap.EarlyCall), "-", "-", "-")
+	}
+	for _, rr := range r.Render {
+		row(fmt.Sprintf("render %d iface(s), %d KiB annotations p50/p99", rr.Interfaces, rr.AnnotationBytes>>10), p50p99(rr.Total), "-", "-", renderTarget(rr.Interfaces))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, n := range r.Notes {
+		if _, err := fmt.Fprintf(w, "note: %s\n", n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func renderTarget(n int) string {
+	if n == 64 {
+		return "<= 5 ms"
+	}
+	return "linear"
+}
