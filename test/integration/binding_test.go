@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 	v1 "kubevirt.io/api/core/v1"
 	cloudinit "kubevirt.io/kubevirt/pkg/cloud-init"
+	kvcache "kubevirt.io/kubevirt/pkg/network/cache"
+	kfs "kubevirt.io/kubevirt/pkg/os/fs"
 	"kubevirt.io/kubevirt/pkg/hooks"
 	"kubevirt.io/kubevirt/pkg/virt-launcher/virtwrap/api"
 
@@ -256,4 +258,52 @@ func TestSidecar_SIGTERMWhileHookWaits_CallFailsAndProcessExitsCleanly(t *testin
 	assert.Equal(t, 0, code)
 	callErr := <-done
 	require.Error(t, callErr, "the waiting call is cancelled, not answered with partial data")
+}
+
+// rootedCacheCreator roots KubeVirt's pod interface cache at dir, keeping its <vmi-uid>/<iface>
+// layout: what a virt-handler integration hands KubeVirt's reader to read our files.
+type rootedCacheCreator struct{ dir string }
+
+func (c rootedCacheCreator) New(path string) *kvcache.Cache {
+	rel, err := filepath.Rel("/var/run/kubevirt-private/network-info-cache", path)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		rel = filepath.Join("not-pod-iface-cache", filepath.Clean("/"+path))
+	}
+	return kvcache.NewCustomCache(filepath.Join(c.dir, rel), kfs.New())
+}
+
+func TestInterfaceCache_FollowsIPChangeAfterStart_ReadByKubeVirtsReader(t *testing.T) {
+	harness.RequireRoot(t)
+	harness.LockHooksRoot(t)
+	pod, vmi := loadSamples(t)
+	l := startBoundSidecar(t, "itest-cache")
+	require.NoError(t, l.podInfo.Write(pod.Metadata.Labels, pod.Metadata.Annotations))
+	mgr := hooks.GetManager()
+	require.NoError(t, mgr.Collect(1, 10*time.Second))
+	_, err := mgr.PreCloudInitIso(vmi, sampleNoCloud())
+	require.NoError(t, err)
+	_, err = l.proc.WaitLog(func(m map[string]any) bool { return m["msg"] == "interface cache updated" }, 10*time.Second)
+	require.NoError(t, err)
+
+	creator := rootedCacheCreator{l.cacheDir}
+	got, err := kvcache.ReadPodInterfaceCache(creator, string(vmi.UID), "sriov-l2")
+	require.NoError(t, err)
+	assert.Equal(t, "192.168.50.7", got.PodIP)
+	assert.Equal(t, []string{"192.168.50.7", "fd50:0:0:1::7"}, got.PodIPs)
+	require.NotNil(t, got.Iface)
+	assert.Equal(t, "02:00:00:aa:01:01", got.Iface.MacAddress)
+
+	// OVN-K moves the address (e.g. a re-created IPAMClaim); kubelet projects the new annotation.
+	changed := withoutKeys(pod.Metadata.Annotations)
+	changed["k8s.ovn.org/pod-networks"] = strings.ReplaceAll(changed["k8s.ovn.org/pod-networks"], "192.168.50.7/24", "192.168.50.9/24")
+	changed["k8s.v1.cni.cncf.io/network-status"] = strings.ReplaceAll(changed["k8s.v1.cni.cncf.io/network-status"], `"192.168.50.7"`, `"192.168.50.9"`)
+	require.NoError(t, l.podInfo.Write(pod.Metadata.Labels, changed))
+	_, err = l.proc.WaitLog(func(m map[string]any) bool { return m["msg"] == "interface cache updated" }, 10*time.Second)
+	require.NoError(t, err, "no hook call is needed: the watcher drives the rewrite")
+	got, err = kvcache.ReadPodInterfaceCache(creator, string(vmi.UID), "sriov-l2")
+	require.NoError(t, err)
+	assert.Equal(t, "192.168.50.9", got.PodIP)
+
+	_, err = kvcache.ReadPodInterfaceCache(creator, string(vmi.UID), "sriov-localnet")
+	require.NoError(t, err, "the DHCP interface's OVN-K address is cached too")
 }
