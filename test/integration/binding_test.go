@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 	v1 "kubevirt.io/api/core/v1"
 	cloudinit "kubevirt.io/kubevirt/pkg/cloud-init"
+	"kubevirt.io/kubevirt/pkg/hooks"
 	kvcache "kubevirt.io/kubevirt/pkg/network/cache"
 	kfs "kubevirt.io/kubevirt/pkg/os/fs"
-	"kubevirt.io/kubevirt/pkg/hooks"
 	"kubevirt.io/kubevirt/pkg/virt-launcher/virtwrap/api"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/harness"
