@@ -1,5 +1,3 @@
-// Command sriov-udn-binding is the KubeVirt network binding plugin sidecar for SR-IOV VFs on
-// OVN-Kubernetes User Defined Networks. main parses flags, wires the packages together and runs.
 package main
 
 import (

@@ -323,22 +323,22 @@ func validateDeviceInfo(d *nadv1.DeviceInfo) (string, error) {
 		return "", nil
 	}
 	if d.Pci != nil {
-		if d.Pci.PciAddress != "" && !isPCIAddress(d.Pci.PciAddress) {
+		if d.Pci.PciAddress != "" && !IsPCIAddress(d.Pci.PciAddress) {
 			return "pci.pci-address", fmt.Errorf("invalid PCI address %s", quote(d.Pci.PciAddress))
 		}
-		if d.Pci.PfPciAddress != "" && !isPCIAddress(d.Pci.PfPciAddress) {
+		if d.Pci.PfPciAddress != "" && !IsPCIAddress(d.Pci.PfPciAddress) {
 			return "pci.pf-pci-address", fmt.Errorf("invalid PCI address %s", quote(d.Pci.PfPciAddress))
 		}
 	}
-	if d.Vdpa != nil && d.Vdpa.PciAddress != "" && !isPCIAddress(d.Vdpa.PciAddress) {
+	if d.Vdpa != nil && d.Vdpa.PciAddress != "" && !IsPCIAddress(d.Vdpa.PciAddress) {
 		return "vdpa.pci-address", fmt.Errorf("invalid PCI address %s", quote(d.Vdpa.PciAddress))
 	}
 	return "", nil
 }
 
-// isPCIAddress accepts the sysfs form domain:bus:device.function ("0000:65:00.2"); the domain may have
+// IsPCIAddress accepts the sysfs form domain:bus:device.function ("0000:65:00.2"); the domain may have
 // 4 to 8 hex digits (VMD domains are wider than 4), device is 0x00-0x1f, function 0-7.
-func isPCIAddress(s string) bool {
+func IsPCIAddress(s string) bool {
 	domain, rest, ok := strings.Cut(s, ":")
 	if !ok || len(domain) < 4 || len(domain) > 8 || !isHex(domain) {
 		return false

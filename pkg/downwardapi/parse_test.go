@@ -271,7 +271,7 @@ func TestIsPCIAddress(t *testing.T) {
 		"0000:6:00.1": false, "0000:65:00.2x": false, "": false, "g000:65:00.1": false,
 	}
 	for in, want := range tests {
-		assert.Equal(t, want, isPCIAddress(in), in)
+		assert.Equal(t, want, IsPCIAddress(in), in)
 	}
 }
 

@@ -177,7 +177,7 @@ func derive(b binding, snap *downwardapi.Snapshot, idx snapshotIndex, primary Fa
 	}
 
 	if b.iface.PciAddress != "" {
-		if !isPCIAddress(b.iface.PciAddress) {
+		if !downwardapi.IsPCIAddress(b.iface.PciAddress) {
 			return d, f.fail(SourceVMI, "spec.domain.devices.interfaces[].pciAddress",
 				fmt.Errorf("invalid PCI address %s", quote(b.iface.PciAddress)))
 		}
@@ -407,7 +407,7 @@ func (d *derived) setDeviceInfo(st *nadv1.NetworkStatus, fileInfo, annInfo *down
 	if di.Pci == nil || di.Pci.PciAddress == "" {
 		return f.fail(source, field+".pci.pci-address", errors.New("device type pci without a PCI address"))
 	}
-	if !isPCIAddress(di.Pci.PciAddress) {
+	if !downwardapi.IsPCIAddress(di.Pci.PciAddress) {
 		return f.fail(source, field+".pci.pci-address", fmt.Errorf("invalid PCI address %s", quote(di.Pci.PciAddress)))
 	}
 	d.HostPCIAddress = strings.ToLower(di.Pci.PciAddress)
@@ -657,33 +657,4 @@ func validToken(s string) bool {
 		}
 	}
 	return true
-}
-
-// isPCIAddress accepts the sysfs form domain:bus:device.function ("0000:65:00.2"); the domain has 4 to
-// 8 hex digits (VMD domains are wider than 4), device is 0x00-0x1f, function 0-7.
-func isPCIAddress(s string) bool {
-	domain, rest, ok := strings.Cut(s, ":")
-	if !ok || len(domain) < 4 || len(domain) > 8 || !isHex(domain) {
-		return false
-	}
-	bus, rest, ok := strings.Cut(rest, ":")
-	if !ok || len(bus) != 2 || !isHex(bus) {
-		return false
-	}
-	dev, fn, ok := strings.Cut(rest, ".")
-	if !ok || len(dev) != 2 || !isHex(dev) || len(fn) != 1 || fn[0] < '0' || fn[0] > '7' {
-		return false
-	}
-	n, err := strconv.ParseUint(dev, 16, 8)
-	return err == nil && n <= 0x1f
-}
-
-func isHex(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') && (c < 'A' || c > 'F') {
-			return false
-		}
-	}
-	return s != ""
 }
