@@ -1,0 +1,222 @@
+package guest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	cloudinit "kubevirt.io/kubevirt/pkg/cloud-init"
+	"kubevirt.io/kubevirt/pkg/hooks"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/harness"
+)
+
+// Time limits, generous: on a loaded 2-core machine debootstrap took 7.5 min and a TCG boot 3 min
+// (idle: 1.5 min and about 1 min).
+const (
+	imageBuildTimeout = 15 * time.Minute
+	bootTimeout       = 6 * time.Minute
+	collectTimeout    = 10 * time.Second
+)
+
+// guestEnv is what every scenario shares: the cached image and the built sidecar.
+type guestEnv struct {
+	image      Image
+	sidecar    string
+	secretsDir string
+
+	mu      sync.Mutex
+	timings map[string]time.Duration
+}
+
+func (e *guestEnv) record(name string, d time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.timings[name] = d
+}
+
+// TestGuest_CloudInitFromSidecar_ConfiguresGuestNICs runs virt-launcher's pre-start path against
+// the built sidecar and boots a Debian 12 guest on the ISO KubeVirt builds; each subtest asserts
+// on the guest's own report. Scenarios run two at a time (go test's -parallel, GOMAXPROCS).
+func TestGuest_CloudInitFromSidecar_ConfiguresGuestNICs(t *testing.T) {
+	env := setupGuest(t)
+	userData, err := reportUserData()
+	require.NoError(t, err)
+	scenarios, err := buildScenarios(userData)
+	require.NoError(t, err)
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			env.run(t, sc)
+		})
+	}
+}
+
+// setupGuest skips (saying why) when the machine cannot boot the guest, else returns the shared
+// environment: image built or taken from the cache, sidecar built, KubeVirt's cloud-init dir set.
+func setupGuest(t *testing.T) *guestEnv {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("skipping guest boot in -short mode: it takes minutes (run `make test-guest`)")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("skipping guest boot: needs root (debootstrap, KubeVirt's hook root /var/run/kubevirt-hooks, the qemu user)")
+	}
+	if missing := missingCommands("qemu-system-x86_64", "xorrisofs", "useradd"); len(missing) > 0 {
+		t.Skipf("skipping guest boot: %s not installed (Debian: apt-get install qemu-system-x86 xorriso)", strings.Join(missing, ", "))
+	}
+
+	cacheDir := os.Getenv("GUEST_CACHE_DIR")
+	if cacheDir == "" {
+		cacheDir = "/var/cache/sriov-udn-binding/guest"
+	}
+	spec := DefaultImageSpec()
+	if !imageIn(filepath.Join(cacheDir, spec.Key())).complete() {
+		if missing := missingCommands("debootstrap", "mkfs.ext4"); len(missing) > 0 {
+			t.Skipf("skipping guest boot: no cached image in %s and %s not installed (Debian: apt-get install debootstrap e2fsprogs)",
+				cacheDir, strings.Join(missing, ", "))
+		}
+	}
+
+	env := &guestEnv{timings: map[string]time.Duration{}}
+	t.Cleanup(func() { logTimings(t, env) })
+
+	ctx, cancel := context.WithTimeout(context.Background(), imageBuildTimeout)
+	defer cancel()
+	start := time.Now()
+	img, built, err := EnsureImage(ctx, cacheDir, spec, t.Logf)
+	require.NoError(t, err, "build the guest image")
+	if built {
+		env.record("image build", time.Since(start))
+	} else {
+		t.Logf("guest image: cached at %s (key %s)", img.Dir, spec.Key())
+	}
+	env.image = img
+
+	msg, err := ensureQemuUser()
+	require.NoError(t, err)
+	t.Log(msg)
+
+	bin, err := harness.Build(t.TempDir())
+	require.NoError(t, err)
+	env.sidecar = bin
+	env.secretsDir = t.TempDir()
+	// virt-launcher sets this once at start-up (cmd/virt-launcher/virt-launcher.go); it is a package
+	// variable in KubeVirt, shared by every scenario (each VMI has its own subdirectory).
+	require.NoError(t, cloudinit.SetLocalDirectory(filepath.Join(t.TempDir(), "cloud-init-data")))
+	return env
+}
+
+func missingCommands(names ...string) []string {
+	var missing []string
+	for _, n := range names {
+		if _, err := findCommand(n); err != nil {
+			missing = append(missing, n)
+		}
+	}
+	return missing
+}
+
+func logTimings(t *testing.T, env *guestEnv) {
+	env.mu.Lock()
+	defer env.mu.Unlock()
+	for _, n := range sortedKeys(env.timings) { // "boot ..." sorts before "image build"
+		t.Logf("TIMING %-80s %s", n, env.timings[n].Round(100*time.Millisecond))
+	}
+}
+
+// run is one scenario: pre-start path (serialised under the hook-root lock), ISO, boot, checks.
+func (e *guestEnv) run(t *testing.T, sc scenario) {
+	work := t.TempDir()
+	var data *cloudinit.CloudInitData
+	if !t.Run("PreCloudInitIsoThroughHookManager", func(t *testing.T) {
+		data = e.preStart(t, sc, work)
+	}) {
+		t.FailNow()
+	}
+
+	t.Logf("network data the sidecar returned (%s):\n%s", data.DataSource, data.NetworkData)
+	iso, err := launcherGenerateISO(sc.vmi, data)
+	require.NoError(t, err)
+	nics, err := guestNICs(sc.vmi)
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(context.Background(), bootTimeout)
+	defer cancel()
+	boot := Boot{Image: e.image, ISO: iso, NICs: nics, ConsoleLog: filepath.Join(work, "console.log"), Accel: os.Getenv("GUEST_QEMU_ACCEL")}
+	res, err := boot.Run(ctx)
+	keepArtifacts(t, sc.name, data, boot.ConsoleLog, res.Report)
+	require.NoError(t, err, "boot the guest")
+	e.record("boot "+sc.name, res.Took)
+	t.Logf("guest booted and reported in %s", res.Took.Round(100*time.Millisecond))
+
+	report, err := ParseReport(res.Report)
+	require.NoError(t, err)
+	sc.check(t, report)
+	if t.Failed() {
+		t.Logf("what the guest reported:\n%s", report)
+	}
+}
+
+// keepArtifacts copies what a scenario produced to $GUEST_ARTIFACTS_DIR/<scenario>/ when that is
+// set (CI can upload it; locally it helps to read a console log).
+func keepArtifacts(t *testing.T, name string, data *cloudinit.CloudInitData, consoleLog, report string) {
+	root := os.Getenv("GUEST_ARTIFACTS_DIR")
+	if root == "" {
+		return
+	}
+	dir := filepath.Join(root, name)
+	console, _ := os.ReadFile(consoleLog)
+	files := map[string][]byte{
+		"user-data": []byte(data.UserData), "network-data": []byte(data.NetworkData),
+		"console.log": console, "report.txt": []byte(report),
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Logf("keep artifacts: %v", err)
+		return
+	}
+	for f, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, f), content, 0o644); err != nil {
+			t.Logf("keep artifacts: %v", err)
+		}
+	}
+	t.Logf("artifacts in %s", dir)
+}
+
+// preStart starts the sidecar on pod-info written by kubelet's AtomicWriter, collects it with
+// KubeVirt's hook Manager and runs the Manager's PreCloudInitIso. It holds the hook-root lock
+// (the Manager collects every socket under /var/run/kubevirt-hooks) only for this part.
+func (e *guestEnv) preStart(t *testing.T, sc scenario, work string) *cloudinit.CloudInitData {
+	harness.LockHooksRoot(t)
+	// Unique across processes and scenarios; short, as a unix socket path has at most 107 bytes.
+	name := fmt.Sprintf("guest-%d-%s", os.Getpid(), uuidFor(sc.vmi.Name)[:8])
+	socketDir := harness.SidecarDir(t, name)
+
+	podInfoDir := filepath.Join(work, "podinfo")
+	require.NoError(t, harness.NewPodInfo(t, podInfoDir).Write(sc.labels, sc.annotations))
+
+	p := harness.Start(t, e.sidecar,
+		"--socket-dir", socketDir,
+		"--socket-name", name+".sock",
+		"--binding-name", bindingName,
+		"--pod-info-dir", podInfoDir,
+		// With pod-info the device-info volume is not mounted (the CR field takes one value).
+		"--device-info-file", filepath.Join(work, "device-info", "network-info"),
+		"--iface-cache-dir", filepath.Join(work, "ifacecache"),
+		"--wait-timeout", "20s",
+	)
+	require.NoError(t, hooks.GetManager().Collect(1, collectTimeout), "collect the sidecar socket")
+	data, err := launcherPreStart(sc.vmi, e.secretsDir)
+	require.NoErrorf(t, err, "sidecar logs:\n%s", p.Logs())
+	// virt-launcher calls Shutdown after qemu exits; the sidecar must answer it.
+	require.NoErrorf(t, hooks.GetManager().Shutdown(), "sidecar logs:\n%s", p.Logs())
+	_ = p.Signal(syscall.SIGTERM)
+	return data
+}

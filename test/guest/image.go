@@ -1,0 +1,302 @@
+package guest
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ImageSpec is everything that decides the guest image's content; its Key names the cache entry,
+// so changing any of it rebuilds the image.
+type ImageSpec struct {
+	Suite  string
+	Mirror string
+	// Packages are debootstrap --include'd on top of --variant=minbase. python3-cffi-backend must
+	// be named: without it cloud-init fails to configure in a minbase root.
+	Packages []string
+	// CloudCfg is written to /etc/cloud/cloud.cfg.d/99-guest-test.cfg.
+	CloudCfg string
+	SizeMiB  int
+}
+
+// imageLayoutVersion changes when the build steps below change in a way the spec does not show.
+const imageLayoutVersion = "1"
+
+// DefaultImageSpec is the Debian 12 guest: cloud-init 22.4.2 (the project's compatibility floor)
+// rendering through netplan to systemd-networkd.
+func DefaultImageSpec() ImageSpec {
+	mirror := os.Getenv("GUEST_DEBIAN_MIRROR")
+	if mirror == "" {
+		mirror = "http://deb.debian.org/debian"
+	}
+	return ImageSpec{
+		Suite:  "bookworm",
+		Mirror: mirror,
+		Packages: []string{
+			"systemd", "systemd-sysv", "udev", "linux-image-cloud-amd64", "cloud-init",
+			"python3-cffi-backend", "iproute2", "netplan.io",
+		},
+		// The datasource list is what KubeVirt can give a guest; it keeps ds-identify from probing
+		// clouds that are not there. The minbase root has no update-locale, so cc_locale would
+		// report an error on every boot that has nothing to do with networking.
+		CloudCfg: "datasource_list: [ NoCloud, ConfigDrive, None ]\nlocale: false\n",
+		SizeMiB:  2048,
+	}
+}
+
+// Key is a short hash of the spec.
+func (s ImageSpec) Key() string {
+	pkgs := append([]string(nil), s.Packages...)
+	sort.Strings(pkgs)
+	h := sha256.New()
+	fmt.Fprintf(h, "layout=%s\nsuite=%s\nmirror=%s\npackages=%s\nsize=%d\ncloudcfg=%s",
+		imageLayoutVersion, s.Suite, s.Mirror, strings.Join(pkgs, ","), s.SizeMiB, s.CloudCfg)
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// Image is a built guest: a raw ext4 root and the kernel and initrd taken from it.
+type Image struct {
+	Dir    string
+	Root   string
+	Kernel string
+	Initrd string
+}
+
+func imageIn(dir string) Image {
+	return Image{
+		Dir:    dir,
+		Root:   filepath.Join(dir, "root.img"),
+		Kernel: filepath.Join(dir, "vmlinuz"),
+		Initrd: filepath.Join(dir, "initrd.img"),
+	}
+}
+
+// complete says whether every file of the image is there (the build renames the directory into
+// place only when done, so a present directory is a finished one; the check guards against
+// someone deleting files by hand).
+func (i Image) complete() bool {
+	for _, f := range []string{i.Root, i.Kernel, i.Initrd} {
+		if st, err := os.Stat(f); err != nil || st.Size() == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// EnsureImage returns the cached image for spec under cacheDir, building it first when it is
+// missing. An exclusive flock on <cacheDir>/<key>.lock keeps concurrent runs from building twice.
+// built says whether this call built it. logf receives progress lines.
+func EnsureImage(ctx context.Context, cacheDir string, spec ImageSpec, logf func(string, ...any)) (img Image, built bool, err error) {
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return Image{}, false, fmt.Errorf("create guest cache dir %s: %w", cacheDir, err)
+	}
+	key := spec.Key()
+	img = imageIn(filepath.Join(cacheDir, key))
+
+	lock, err := os.OpenFile(filepath.Join(cacheDir, key+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return Image{}, false, fmt.Errorf("open image lock: %w", err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return Image{}, false, fmt.Errorf("lock %s: %w", lock.Name(), err)
+	}
+	defer func() { _ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) }()
+
+	if img.complete() {
+		return img, false, nil
+	}
+	if err := os.RemoveAll(img.Dir); err != nil {
+		return Image{}, false, fmt.Errorf("remove incomplete image %s: %w", img.Dir, err)
+	}
+	work, err := os.MkdirTemp(cacheDir, key+".build-")
+	if err != nil {
+		return Image{}, false, fmt.Errorf("create image build dir: %w", err)
+	}
+	defer func() {
+		unmountUnder(work)
+		_ = os.RemoveAll(work)
+	}()
+	if err := buildImage(ctx, work, spec, logf); err != nil {
+		return Image{}, false, err
+	}
+	if err := os.RemoveAll(filepath.Join(work, "rootfs")); err != nil {
+		return Image{}, false, fmt.Errorf("remove build rootfs: %w", err)
+	}
+	if err := os.Rename(work, img.Dir); err != nil {
+		return Image{}, false, fmt.Errorf("move image into cache: %w", err)
+	}
+	return img, true, nil
+}
+
+func buildImage(ctx context.Context, work string, spec ImageSpec, logf func(string, ...any)) error {
+	rootfs := filepath.Join(work, "rootfs")
+	start := time.Now()
+	logf("guest image: debootstrap %s (%s) into %s", spec.Suite, strings.Join(spec.Packages, ","), rootfs)
+	if err := run(ctx, filepath.Join(work, "debootstrap.log"), "debootstrap", "--variant=minbase",
+		"--include="+strings.Join(spec.Packages, ","), spec.Suite, rootfs, spec.Mirror); err != nil {
+		return err
+	}
+	logf("guest image: debootstrap took %s", time.Since(start).Round(time.Second))
+
+	files := map[string]string{
+		"etc/hostname": "guest\n",
+		"etc/cloud/cloud.cfg.d/99-guest-test.cfg": spec.CloudCfg,
+	}
+	for rel, content := range files {
+		p := filepath.Join(rootfs, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return fmt.Errorf("guest image: %w", err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			return fmt.Errorf("guest image: write %s: %w", rel, err)
+		}
+	}
+	// The package cache is only weight in the image.
+	for _, dir := range []string{"var/cache/apt/archives", "var/lib/apt/lists"} {
+		matches, _ := filepath.Glob(filepath.Join(rootfs, dir, "*"))
+		for _, m := range matches {
+			if filepath.Base(m) != "partial" && filepath.Base(m) != "lock" {
+				_ = os.RemoveAll(m)
+			}
+		}
+	}
+
+	for dst, pattern := range map[string]string{"vmlinuz": "boot/vmlinuz-*", "initrd.img": "boot/initrd.img-*"} {
+		matches, err := filepath.Glob(filepath.Join(rootfs, pattern))
+		if err != nil || len(matches) != 1 {
+			return fmt.Errorf("guest image: want exactly one %s in the rootfs, found %v", pattern, matches)
+		}
+		if err := copyFile(matches[0], filepath.Join(work, dst)); err != nil {
+			return fmt.Errorf("guest image: %w", err)
+		}
+	}
+
+	start = time.Now()
+	if err := run(ctx, filepath.Join(work, "mkfs.log"), "mkfs.ext4", "-q", "-F", "-L", "rootfs", "-d", rootfs,
+		filepath.Join(work, "root.img"), fmt.Sprintf("%dM", spec.SizeMiB)); err != nil {
+		return err
+	}
+	logf("guest image: mkfs.ext4 -d took %s", time.Since(start).Round(time.Second))
+	return nil
+}
+
+// sbinDirs hold the system tools (debootstrap, mkfs.ext4, useradd, and what debootstrap itself
+// calls: chroot, mount); a CI PATH may lack them.
+var sbinDirs = []string{"/usr/local/sbin", "/usr/sbin", "/sbin"}
+
+// findCommand is exec.LookPath that also looks in the sbin directories.
+func findCommand(name string) (string, error) {
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	for _, dir := range sbinDirs {
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found in PATH or %s", name, strings.Join(sbinDirs, ", "))
+}
+
+// commandEnv is the environment with the sbin directories on PATH.
+func commandEnv() []string {
+	path := os.Getenv("PATH")
+	have := map[string]bool{}
+	for _, d := range filepath.SplitList(path) {
+		have[d] = true
+	}
+	for _, d := range sbinDirs {
+		if !have[d] {
+			path += string(filepath.ListSeparator) + d
+		}
+	}
+	env := []string{"PATH=" + path}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "PATH=") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// run runs a command, its output going to logFile; on failure the error carries the log's tail.
+func run(ctx context.Context, logFile, name string, args ...string) error {
+	bin, err := findCommand(name)
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(logFile)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", logFile, err)
+	}
+	defer f.Close()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = commandEnv()
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, tail(logFile, 30))
+	}
+	return nil
+}
+
+func tail(path string, lines int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		_ = out.Close()
+		return fmt.Errorf("copy %s to %s: %w", src, dst, err)
+	}
+	return out.Close()
+}
+
+// unmountUnder unmounts whatever a failed debootstrap left mounted inside dir (proc, sys, dev),
+// deepest first, so that the build directory can be removed.
+func unmountUnder(dir string) {
+	f, err := os.Open("/proc/self/mounts")
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	var targets []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 1 && strings.HasPrefix(fields[1], dir+"/") {
+			targets = append(targets, fields[1])
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(targets)))
+	for _, t := range targets {
+		_ = syscall.Unmount(t, syscall.MNT_DETACH) // best effort: RemoveAll reports what is left
+	}
+}

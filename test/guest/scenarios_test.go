@@ -1,0 +1,279 @@
+package guest
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	kvv1 "kubevirt.io/api/core/v1"
+)
+
+// scenario is one VMI and pod, booted once; check asserts on the guest's own report.
+type scenario struct {
+	name        string // the behaviour, as the subtest name
+	vmi         *kvv1.VirtualMachineInstance
+	labels      map[string]string
+	annotations map[string]string
+	check       func(t *testing.T, r *Report)
+}
+
+// MACs and addresses of the fixtures. 02:... MACs are locally administered: what a user sets in
+// the VMI and SR-IOV CNI/OVN-K then program as the VF's MAC.
+const (
+	podNICMAC       = "02:00:00:00:00:01"
+	secondaryMAC    = "02:00:00:0a:00:05"
+	primaryMAC      = "02:00:00:14:00:05"
+	dhcpMAC         = "02:00:00:1e:00:05"
+	secondaryNAD    = namespace + "/l2-secondary"
+	primaryNAD      = namespace + "/l2-primary"
+	dhcpNAD         = namespace + "/localnet-dhcp"
+	userStaticAddr  = "192.0.2.10/24"
+	userStaticGW    = "192.0.2.1"
+	datasourceNoCld = "DataSourceNoCloud"
+	datasourceCD    = "DataSourceConfigDrive"
+)
+
+var (
+	podNIC      = vmiIface{Name: "default", MAC: podNICMAC}
+	secondary   = vmiIface{Name: "l2sec", MAC: secondaryMAC, NAD: secondaryNAD}
+	primary     = vmiIface{Name: "udn", MAC: primaryMAC, NAD: primaryNAD}
+	dhcpIface   = vmiIface{Name: "dhcpnet", MAC: dhcpMAC, NAD: dhcpNAD}
+	secondaryL2 = attachment{
+		Iface: secondary,
+		// OVN-K layer2 secondary: addresses, a tunnel id, no gateway, no routes.
+		Net:       podNetwork{IPAddresses: []string{"10.200.0.5/24", "fd10:200::5/64"}, MACAddress: secondaryMAC, TunnelID: 7, Role: "secondary"},
+		PCI:       "0000:65:00.2",
+		StatusIPs: []string{"10.200.0.5", "fd10:200::5"},
+	}
+	primaryL2 = attachment{
+		Iface: primary,
+		// OVN-K layer2 primary, dual-stack: gateways, and routes to the service CIDRs and the UDN
+		// join subnet (go-controller pkg/allocator/pod/pod_annotation.go AddRoutesGatewayIP).
+		Net: podNetwork{
+			IPAddresses: []string{"10.100.0.5/16", "fd10:100::5/64"}, MACAddress: primaryMAC,
+			GatewayIPs: []string{"10.100.0.1", "fd10:100::1"},
+			Routes: []podRoute{
+				{Dest: "10.96.0.0/16", NextHop: "10.100.0.1"}, {Dest: "100.65.0.0/16", NextHop: "10.100.0.1"},
+				{Dest: "fd00:10:96::/112", NextHop: "fd10:100::1"}, {Dest: "fd99::/64", NextHop: "fd10:100::1"},
+			},
+			TunnelID: 5, Role: "primary",
+		},
+		PCI:           "0000:65:00.3",
+		StatusIPs:     []string{"10.100.0.5", "fd10:100::5"},
+		StatusGateway: []string{"10.100.0.1", "fd10:100::1"},
+		StatusDefault: true,
+	}
+	dhcpLocalnet = attachment{
+		Iface: dhcpIface,
+		// OKEP-6224's proposed ipam_mode "dhcp": no addresses from OVN-K, the guest asks DHCP.
+		Net: podNetwork{MACAddress: dhcpMAC, Role: "secondary", IPAMMode: "dhcp"},
+		PCI: "0000:65:00.4",
+	}
+)
+
+// userNetworkDataV2 is the user's own networkData: a static address and default route on the
+// pod NIC, which is not bound to us. The sidecar must keep it and add its own NIC beside it.
+func userNetworkDataV2() (string, error) {
+	return marshalYAML(map[string]any{
+		"version": 2,
+		"ethernets": map[string]any{
+			"podnic": map[string]any{
+				"match":     map[string]any{"macaddress": podNICMAC},
+				"set-name":  "podnic",
+				"addresses": []string{userStaticAddr},
+				"gateway4":  userStaticGW,
+			},
+		},
+	})
+}
+
+func buildScenarios(userData string) ([]scenario, error) {
+	userNetworkData, err := userNetworkDataV2()
+	if err != nil {
+		return nil, err
+	}
+	type def struct {
+		name        string
+		vmiName     string
+		ifaces      []vmiIface
+		ci          cloudInitVolume
+		defaultRole string
+		atts        []attachment
+		check       func(t *testing.T, r *Report)
+	}
+	defs := []def{
+		{
+			name:    "NoCloud_Layer2SecondaryDualStack_AddressesUpAndNoDefaultRouteThroughIt",
+			vmiName: "guest-l2-secondary",
+			ifaces:  []vmiIface{podNIC, secondary},
+			ci:      cloudInitVolume{UserData: userData},
+			// The cluster network stays primary: the VF is a secondary network.
+			defaultRole: "primary",
+			atts:        []attachment{secondaryL2},
+			check: func(t *testing.T, r *Report) {
+				checkCloudInitClean(t, r, datasourceNoCld)
+				checkAddresses(t, r, secondaryMAC, "10.200.0.5/24", "fd10:200::5/64")
+				checkNoDefaultRoute(t, r, secondaryMAC)
+			},
+		},
+		{
+			name:        "NoCloud_RolePrimary_DefaultRoutesAndServiceRoutesThroughBoundNIC",
+			vmiName:     "guest-l2-primary",
+			ifaces:      []vmiIface{primary},
+			ci:          cloudInitVolume{UserData: userData},
+			defaultRole: "infrastructure-locked",
+			atts:        []attachment{primaryL2},
+			check: func(t *testing.T, r *Report) {
+				checkCloudInitClean(t, r, datasourceNoCld)
+				checkPrimary(t, r)
+			},
+		},
+		{
+			name:        "ConfigDrive_RolePrimary_NetworkDataJSONAppliedWithDefaultRoutes",
+			vmiName:     "guest-configdrive",
+			ifaces:      []vmiIface{primary},
+			ci:          cloudInitVolume{ConfigDrive: true, UserData: userData},
+			defaultRole: "infrastructure-locked",
+			atts:        []attachment{primaryL2},
+			check: func(t *testing.T, r *Report) {
+				checkCloudInitClean(t, r, datasourceCD)
+				checkPrimary(t, r)
+			},
+		},
+		{
+			name:        "NoCloud_UserNetworkDataForOtherNIC_KeptAndAppliedBesideBoundNIC",
+			vmiName:     "guest-user-networkdata",
+			ifaces:      []vmiIface{podNIC, secondary},
+			ci:          cloudInitVolume{UserData: userData, NetworkData: userNetworkData},
+			defaultRole: "primary",
+			atts:        []attachment{secondaryL2},
+			check: func(t *testing.T, r *Report) {
+				checkCloudInitClean(t, r, datasourceNoCld)
+				t.Run("UserNICKept", func(t *testing.T) {
+					checkAddresses(t, r, podNICMAC, userStaticAddr)
+					checkDefaultRoutes(t, r, podNICMAC, userStaticGW)
+				})
+				t.Run("BoundNICAdded", func(t *testing.T) {
+					checkAddresses(t, r, secondaryMAC, "10.200.0.5/24", "fd10:200::5/64")
+					checkNoDefaultRoute(t, r, secondaryMAC)
+				})
+			},
+		},
+		{
+			name:        "NoCloud_IPAMModeDHCP_GuestRunsDHCPClientOnBoundNIC",
+			vmiName:     "guest-dhcp",
+			ifaces:      []vmiIface{dhcpIface},
+			ci:          cloudInitVolume{UserData: userData},
+			defaultRole: "primary",
+			atts:        []attachment{dhcpLocalnet},
+			check: func(t *testing.T, r *Report) {
+				checkCloudInitClean(t, r, datasourceNoCld)
+				checkDHCP(t, r, dhcpMAC)
+			},
+		},
+	}
+
+	out := make([]scenario, 0, len(defs))
+	for _, d := range defs {
+		vmi := newVMI(d.vmiName, d.ifaces, d.ci)
+		ann, err := podAnnotations(vmi, d.defaultRole, d.atts)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, scenario{name: d.name, vmi: vmi, labels: podLabels(vmi), annotations: ann, check: d.check})
+	}
+	return out, nil
+}
+
+// checkPrimary asserts what role primary means in the guest: the pod-networks addresses, both
+// default routes through the bound NIC to the OVN-K gateways, and the service/join routes.
+func checkPrimary(t *testing.T, r *Report) {
+	t.Helper()
+	checkAddresses(t, r, primaryMAC, "10.100.0.5/16", "fd10:100::5/64")
+	checkDefaultRoutes(t, r, primaryMAC, "10.100.0.1", "fd10:100::1")
+	checkRoute(t, r, primaryMAC, "10.96.0.0/16", "10.100.0.1")
+	checkRoute(t, r, primaryMAC, "fd00:10:96::/112", "fd10:100::1")
+}
+
+func checkCloudInitClean(t *testing.T, r *Report, datasource string) {
+	t.Helper()
+	assert.Truef(t, strings.HasPrefix(r.Datasource, datasource), "cloud-init datasource %q, want %s...", r.Datasource, datasource)
+	assert.Emptyf(t, r.StageErrors, "cloud-init reported errors")
+}
+
+func guestLink(t *testing.T, r *Report, mac string) Link {
+	t.Helper()
+	l, ok := r.LinkByMAC(mac)
+	require.Truef(t, ok, "the guest has no NIC with MAC %s", mac)
+	return l
+}
+
+func checkAddresses(t *testing.T, r *Report, mac string, want ...string) {
+	t.Helper()
+	l := guestLink(t, r, mac)
+	var got []string
+	for _, p := range l.GlobalPrefixes() {
+		got = append(got, p.String())
+	}
+	assert.ElementsMatchf(t, want, got, "global addresses of guest NIC %s (%s)", l.Name, mac)
+	assert.Equalf(t, "UP", l.OperState, "operational state of guest NIC %s (%s)", l.Name, mac)
+}
+
+func checkNoDefaultRoute(t *testing.T, r *Report, mac string) {
+	t.Helper()
+	l := guestLink(t, r, mac)
+	assert.Emptyf(t, r.DefaultRoutes(l.Name), "default routes through guest NIC %s (%s)", l.Name, mac)
+}
+
+// checkDefaultRoutes asserts that the guest's default routes, per family given, go through the
+// NIC with mac and the given gateways, and through nothing else.
+func checkDefaultRoutes(t *testing.T, r *Report, mac string, gateways ...string) {
+	t.Helper()
+	l := guestLink(t, r, mac)
+	for _, gw := range gateways {
+		want := netip.MustParseAddr(gw)
+		var fam []Route
+		for _, rt := range r.DefaultRoutes("") {
+			if rt.IPv6 == want.Is6() {
+				fam = append(fam, rt)
+			}
+		}
+		if assert.Lenf(t, fam, 1, "IPv6=%v default routes", want.Is6()) {
+			assert.Equalf(t, l.Name, fam[0].Dev, "default route device (want guest NIC %s)", mac)
+			assert.Equalf(t, want, fam[0].Gateway, "default route gateway")
+		}
+	}
+}
+
+func checkRoute(t *testing.T, r *Report, mac, dst, gw string) {
+	t.Helper()
+	l := guestLink(t, r, mac)
+	for _, rt := range r.RoutesVia(l.Name) {
+		if rt.Dst == dst {
+			assert.Equalf(t, netip.MustParseAddr(gw), rt.Gateway, "route %s via guest NIC %s", dst, l.Name)
+			return
+		}
+	}
+	assert.Failf(t, "route missing", "no route to %s through guest NIC %s (%s)", dst, l.Name, mac)
+}
+
+// checkDHCP asserts that systemd-networkd runs a DHCPv4 client on the NIC. qemu's user network
+// answers DHCP even with restrict=on, so the client also gets a lease; that shows it ran. (On a
+// real VF nothing may answer; the configuration is what the sidecar controls.)
+func checkDHCP(t *testing.T, r *Report, mac string) {
+	t.Helper()
+	l := guestLink(t, r, mac)
+	path, unit, ok := r.NetworkdUnitFor(mac)
+	require.Truef(t, ok, "no systemd-networkd unit matches guest NIC %s (%s)", l.Name, mac)
+	dhcp := UnitValues(unit, "DHCP")
+	assert.Truef(t, len(dhcp) == 1 && (dhcp[0] == "ipv4" || dhcp[0] == "yes"), "%s: DHCP=%v, want ipv4 or yes", path, dhcp)
+	var lease []string
+	for _, p := range l.DynamicPrefixes() {
+		if p.Addr().Is4() {
+			lease = append(lease, p.String())
+		}
+	}
+	assert.NotEmptyf(t, lease, "guest NIC %s (%s) holds no DHCPv4 lease", l.Name, mac)
+}
