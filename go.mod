@@ -4,14 +4,12 @@ go 1.26.0
 
 require (
 	github.com/fsnotify/fsnotify v1.9.0
-	github.com/k8snetworkplumbingwg/network-attachment-definition-client v1.7.7
 	github.com/stretchr/testify v1.11.1
 	go.yaml.in/yaml/v3 v3.0.4
 	google.golang.org/grpc v1.85.0
 	kubevirt.io/api v1.8.0
 	kubevirt.io/kubevirt v1.8.0
 	libvirt.org/go/libvirtxml v1.12008.0
-	sigs.k8s.io/yaml v1.6.0
 )
 
 require (

@@ -13,8 +13,7 @@ import (
 	"slices"
 	"strings"
 
-	kvv1 "kubevirt.io/api/core/v1"
-	"sigs.k8s.io/yaml"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/cloudinit"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/domain"
@@ -91,7 +90,7 @@ func runRender(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func renderInputs(sample bool, podFile, podInfoDir, deviceInfo, vmiFile string) (*downwardapi.Snapshot, *kvv1.VirtualMachineInstance, error) {
+func renderInputs(sample bool, podFile, podInfoDir, deviceInfo, vmiFile string) (*downwardapi.Snapshot, *model.VirtualMachineInstance, error) {
 	var podRaw, vmiRaw []byte
 	var err error
 	switch {
@@ -159,23 +158,33 @@ func readInput(path string) ([]byte, error) {
 	return data, nil
 }
 
-func decodeVMI(raw []byte) (*kvv1.VirtualMachineInstance, error) {
-	js, err := yaml.YAMLToJSON(raw) // JSON is YAML: both forms are accepted
+func decodeVMI(raw []byte) (*model.VirtualMachineInstance, error) {
+	js, err := yamlToJSON(raw) // JSON is YAML: both forms are accepted
 	if err != nil {
 		return nil, fmt.Errorf("decode: %w", err)
 	}
-	var vmi kvv1.VirtualMachineInstance
-	if err := json.Unmarshal(js, &vmi); err != nil {
-		return nil, fmt.Errorf("decode: %w", err)
+	vmi, err := model.DecodeVMI(js)
+	if err != nil {
+		return nil, err
 	}
 	if vmi.Kind != "" && vmi.Kind != "VirtualMachineInstance" {
 		return nil, fmt.Errorf("kind is %q, want VirtualMachineInstance", vmi.Kind)
 	}
-	return &vmi, nil
+	return vmi, nil
+}
+
+// yamlToJSON converts a YAML (or JSON) document to JSON. Only string-keyed maps are accepted, as
+// in Kubernetes objects.
+func yamlToJSON(raw []byte) ([]byte, error) {
+	var doc any
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return nil, err
+	}
+	return json.Marshal(doc)
 }
 
 func snapshotFromPod(raw []byte) (*downwardapi.Snapshot, error) {
-	js, err := yaml.YAMLToJSON(raw)
+	js, err := yamlToJSON(raw)
 	if err != nil {
 		return nil, fmt.Errorf("decode: %w", err)
 	}
@@ -196,7 +205,7 @@ func snapshotFromPod(raw []byte) (*downwardapi.Snapshot, error) {
 }
 
 // render runs the same pure steps the hooks run, without waiting: what is missing is listed.
-func render(vmi *kvv1.VirtualMachineInstance, snap *downwardapi.Snapshot, opts model.Options) (*rendered, error) {
+func render(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, opts model.Options) (*rendered, error) {
 	out := &rendered{VMI: vmi.Namespace + "/" + vmi.Name, Binding: opts.BindingName, InterfaceCache: map[string]json.RawMessage{}}
 	for _, m := range model.MissingForCloudInit(vmi, snap, opts) {
 		out.Missing = append(out.Missing, "cloud-init: "+m.String())
@@ -243,13 +252,13 @@ func render(vmi *kvv1.VirtualMachineInstance, snap *downwardapi.Snapshot, opts m
 		if err != nil {
 			return nil, err
 		}
-		out.InterfaceCache[string(vmi.UID)+"/"+e.Name] = raw
+		out.InterfaceCache[vmi.UID+"/"+e.Name] = raw
 	}
 	return out, nil
 }
 
 // userNetworkData returns the networkData the VMI's cloud-init volumes carry inline.
-func userNetworkData(vmi *kvv1.VirtualMachineInstance) (noCloud, configDrive string) {
+func userNetworkData(vmi *model.VirtualMachineInstance) (noCloud, configDrive string) {
 	for _, v := range vmi.Spec.Volumes {
 		if s := v.CloudInitNoCloud; s != nil {
 			noCloud = s.NetworkData

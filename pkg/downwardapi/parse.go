@@ -9,8 +9,6 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-
-	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 )
 
 var errTooLarge = fmt.Errorf("larger than %d bytes", MaxFileSize)
@@ -108,7 +106,7 @@ func ParseFormatMap(source string, data []byte) (map[string]string, error) {
 // ParseNetworkStatus parses and validates the Multus k8s.v1.cni.cncf.io/network-status annotation:
 // ips (bare addresses, no prefix), mac, gateway, dns.nameservers and device-info PCI addresses.
 // An empty value yields (nil, nil).
-func ParseNetworkStatus(data []byte) ([]nadv1.NetworkStatus, error) {
+func ParseNetworkStatus(data []byte) ([]NetworkStatus, error) {
 	const source = NetworkStatusAnnotation
 	if err := checkSize(source, data); err != nil {
 		return nil, err
@@ -116,7 +114,7 @@ func ParseNetworkStatus(data []byte) ([]nadv1.NetworkStatus, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, nil
 	}
-	var statuses []nadv1.NetworkStatus
+	var statuses []NetworkStatus
 	if err := json.Unmarshal(data, &statuses); err != nil {
 		return nil, &FieldError{Source: source, Err: fmt.Errorf("invalid JSON: %w", err)}
 	}
@@ -318,7 +316,7 @@ func validateMAC(s string) error {
 
 // validateDeviceInfo checks the PCI addresses a binding would hand to libvirt; it returns the failing
 // field relative to the device-info object.
-func validateDeviceInfo(d *nadv1.DeviceInfo) (string, error) {
+func validateDeviceInfo(d *DeviceInfo) (string, error) {
 	if d == nil {
 		return "", nil
 	}

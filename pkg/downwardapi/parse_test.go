@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -157,12 +156,12 @@ func TestParseNetworkStatus_ValidInput_UsesNADClientTypes(t *testing.T) {
 	st, err := ParseNetworkStatus([]byte(networkStatusExample))
 	require.NoError(t, err)
 	require.Len(t, st, 2)
-	assert.Equal(t, nadv1.NetworkStatus{
+	assert.Equal(t, NetworkStatus{
 		Name: "ns1/sriov-net", Interface: "pod16477688c0e", IPs: []string{"10.1.192.213", "fd00::5"},
 		Mac: "02:00:00:00:20:08", Mtu: 1500,
-		DNS:        nadv1.DNS{Nameservers: []string{"10.96.0.10"}, Search: []string{"ns1.svc.cluster.local"}},
+		DNS:        DNS{Nameservers: []string{"10.96.0.10"}, Search: []string{"ns1.svc.cluster.local"}},
 		Gateway:    []string{"10.1.192.1"},
-		DeviceInfo: &nadv1.DeviceInfo{Type: "pci", Version: "1.1.0", Pci: &nadv1.PciDevice{PciAddress: "0000:65:00.2"}},
+		DeviceInfo: &DeviceInfo{Type: "pci", Version: "1.1.0", Pci: &PciDevice{PciAddress: "0000:65:00.2"}},
 	}, st[1])
 }
 

@@ -3,8 +3,6 @@ package downwardapi
 import (
 	"fmt"
 	"maps"
-
-	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 )
 
 // podInfoData is the parsed content of the pod-info volume (or of a pod's metadata for render).
@@ -13,7 +11,7 @@ type podInfoData struct {
 	labels        map[string]string
 	annotations   map[string]string
 	networkInfo   *NetworkInfo
-	networkStatus []nadv1.NetworkStatus
+	networkStatus []NetworkStatus
 	podNetworks   PodNetworks
 	problems      []error
 }

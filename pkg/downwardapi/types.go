@@ -3,14 +3,12 @@ package downwardapi
 import (
 	"net"
 	"net/netip"
-
-	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 )
 
 // Annotation keys the sidecar reads from the pod-info volume.
 const (
 	NetworkInfoAnnotation   = "kubevirt.io/network-info"
-	NetworkStatusAnnotation = nadv1.NetworkStatusAnnot // "k8s.v1.cni.cncf.io/network-status"
+	NetworkStatusAnnotation = "k8s.v1.cni.cncf.io/network-status" // "k8s.v1.cni.cncf.io/network-status"
 	PodNetworksAnnotation   = "k8s.ovn.org/pod-networks"
 )
 
@@ -33,9 +31,9 @@ type NetworkInfo struct {
 // NetworkInfoInterface is one entry of NetworkInfo: the VMI network name, the device-info Multus
 // reported for it, and the MAC Multus reported (VEP #127).
 type NetworkInfoInterface struct {
-	Network    string            `json:"network"`
-	DeviceInfo *nadv1.DeviceInfo `json:"deviceInfo,omitempty"`
-	Mac        string            `json:"mac,omitempty"`
+	Network    string      `json:"network"`
+	DeviceInfo *DeviceInfo `json:"deviceInfo,omitempty"`
+	Mac        string      `json:"mac,omitempty"`
 }
 
 // PodNetworks is the parsed, validated k8s.ovn.org/pod-networks annotation, keyed "default",
@@ -82,7 +80,7 @@ type Snapshot struct {
 
 	// Parsed annotations; nil when the annotation is absent (or its source unavailable).
 	NetworkInfo   *NetworkInfo
-	NetworkStatus []nadv1.NetworkStatus
+	NetworkStatus []NetworkStatus
 	PodNetworks   PodNetworks
 
 	// Problems holds one error per source that exists but could not be parsed (too large,

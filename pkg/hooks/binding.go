@@ -3,7 +3,6 @@ package hooks
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	kvv1 "kubevirt.io/api/core/v1"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/cloudinit"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/domain"
@@ -31,7 +29,7 @@ type Snapshots interface {
 
 // CacheWriter is what the binding needs of the interface cache writer.
 type CacheWriter interface {
-	Sync(vmiUID string, specIfaces []kvv1.Interface, bound []model.BoundInterface, primary model.Family) (ifacecache.SyncResult, error)
+	Sync(vmiUID string, specIfaces []model.Interface, bound []model.BoundInterface, primary model.Family) (ifacecache.SyncResult, error)
 }
 
 // BindingConfig configures a Binding.
@@ -51,7 +49,7 @@ type Binding struct {
 	log *slog.Logger
 
 	mu  sync.Mutex
-	vmi *kvv1.VirtualMachineInstance // the latest VMI a hook call carried, for the cache refresher
+	vmi *model.VirtualMachineInstance // the latest VMI a hook call carried, for the cache refresher
 	// kick wakes the refresher after a hook call; buffered so a hook never blocks on it.
 	kick chan struct{}
 }
@@ -182,17 +180,17 @@ func (b *Binding) wait(ctx context.Context, hook string, need func(*downwardapi.
 	return snap, nil
 }
 
-func decodeVMI(vmiJSON []byte) (*kvv1.VirtualMachineInstance, error) {
-	var vmi kvv1.VirtualMachineInstance
-	if err := json.Unmarshal(vmiJSON, &vmi); err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "decode VMI JSON from virt-launcher: %v", err)
+func decodeVMI(vmiJSON []byte) (*model.VirtualMachineInstance, error) {
+	vmi, err := model.DecodeVMI(vmiJSON)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "VMI from virt-launcher: %v", err)
 	}
-	return &vmi, nil
+	return vmi, nil
 }
 
 // remember records the VMI for the cache refresher and wakes it. The cache is written there, off
 // the hook's path: its fsyncs cost milliseconds that virt-launcher should not wait for.
-func (b *Binding) remember(vmi *kvv1.VirtualMachineInstance) {
+func (b *Binding) remember(vmi *model.VirtualMachineInstance) {
 	b.mu.Lock()
 	b.vmi = vmi
 	b.mu.Unlock()
@@ -207,7 +205,7 @@ func wake(ch chan struct{}) {
 	}
 }
 
-func (b *Binding) current() *kvv1.VirtualMachineInstance {
+func (b *Binding) current() *model.VirtualMachineInstance {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.vmi
@@ -215,17 +213,17 @@ func (b *Binding) current() *kvv1.VirtualMachineInstance {
 
 // syncCache writes the interface cache for what is known now. Failures are logged, not returned:
 // the cache feeds vmi.status, and must never fail a VM start.
-func (b *Binding) syncCache(vmi *kvv1.VirtualMachineInstance, snap *downwardapi.Snapshot, ifaces []model.BoundInterface) {
+func (b *Binding) syncCache(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, ifaces []model.BoundInterface) {
 	if b.cfg.Cache == nil {
 		return
 	}
 	primary := model.PrimaryFamily(snap, b.cfg.Options.PodIP)
-	res, err := b.cfg.Cache.Sync(string(vmi.UID), vmi.Spec.Domain.Devices.Interfaces, ifaces, primary)
+	res, err := b.cfg.Cache.Sync(vmi.UID, vmi.Spec.Domain.Devices.Interfaces, ifaces, primary)
 	if err != nil {
-		b.log.Warn("interface cache not fully written", "vmi", string(vmi.UID), "error", err.Error())
+		b.log.Warn("interface cache not fully written", "vmi", vmi.UID, "error", err.Error())
 	}
 	if len(res.Written)+len(res.Removed) > 0 {
-		b.log.Info("interface cache updated", "vmi", string(vmi.UID), "written", res.Written, "removed", res.Removed)
+		b.log.Info("interface cache updated", "vmi", vmi.UID, "written", res.Written, "removed", res.Removed)
 	}
 }
 

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	kvv1 "kubevirt.io/api/core/v1"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache"
@@ -174,7 +173,7 @@ type recordingCache struct {
 	calls chan []model.BoundInterface
 }
 
-func (c *recordingCache) Sync(_ string, _ []kvv1.Interface, bound []model.BoundInterface, _ model.Family) (ifacecache.SyncResult, error) {
+func (c *recordingCache) Sync(_ string, _ []model.Interface, bound []model.BoundInterface, _ model.Family) (ifacecache.SyncResult, error) {
 	c.calls <- bound
 	return ifacecache.SyncResult{}, nil
 }

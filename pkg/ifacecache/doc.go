@@ -1,8 +1,8 @@
 // Package ifacecache owns KubeVirt PodIfaceCacheData files for bound interfaces (Writer.Sync: one
-// file per interface at <dir>/<vmi-uid>/<iface>, atomic, rewritten only on change) and the stable
-// status merge for virt-handler-side code (MergeInterfaceStatus). It must never import
-// kubevirt.io/kubevirt (the sidecar stays lean), never write outside its directory, and never let
-// an unvalidated name become a path. Called by cmd/sidecar (Writer) and virt-handler integrations.
+// file per interface at <dir>/<vmi-uid>/<iface>, atomic, rewritten only on change); its subpackage
+// statusmerge owns the stable status merge for virt-handler-side code. It must never import
+// kubevirt.io/kubevirt or kubevirt.io/api (the sidecar stays lean), never write outside its directory,
+// and never let an unvalidated name become a path. Called by pkg/hooks (Writer) and cmd/sidecar render.
 //
 // # virt-handler integration
 //
@@ -25,7 +25,7 @@
 // after its first update and later IP changes. To fix that and the guest-agent flap, replace its
 // updateIfacesStatusFromPodCache and ifacesStatusFromGuestAgent steps with one call:
 //
-//	status := ifacecache.MergeInterfaceStatus(ifacecache.StatusInputs{
+//	status := statusmerge.MergeInterfaceStatus(statusmerge.StatusInputs{
 //		Domain:     statusFromDomain,        // ifacesStatusFromDomainInterfaces + sriovIfacesStatusFromDomainHostDevices
 //		Spec:       vmi.Spec.Domain.Devices.Interfaces,
 //		PodCache:   entriesReadOnThisUpdate, // by VMI interface name; PodIfaceCacheData JSON is identical

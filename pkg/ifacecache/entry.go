@@ -1,12 +1,11 @@
 package ifacecache
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
-
-	kvv1 "kubevirt.io/api/core/v1"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 )
@@ -16,7 +15,8 @@ import (
 // MergeInterfaceStatus can take what virt-handler reads. Defined here because this package must not
 // import kubevirt.io/kubevirt; test/ifacecache proves the two agree.
 type PodIfaceCacheData struct {
-	Iface  *kvv1.Interface `json:"iface,omitempty"`
+	// Iface is the VMI's interface spec (KubeVirt: *v1.Interface) as the VMI JSON carried it.
+	Iface  json.RawMessage `json:"iface,omitempty"`
 	PodIP  string          `json:"podIP,omitempty"`
 	PodIPs []string        `json:"podIPs,omitempty"`
 	// State is virt-handler's network preparation state (cache.PodIfaceState). Writer never sets
@@ -36,8 +36,8 @@ type Entry struct {
 // address, link-local only). iface is the VMI's interface spec of the same name, or just the name
 // when the spec lacks it. Names are validated; an invalid or duplicate name is an error naming it,
 // and the other interfaces are still returned.
-func BuildEntries(specIfaces []kvv1.Interface, bound []model.BoundInterface, primary model.Family) ([]Entry, error) {
-	specByName := make(map[string]kvv1.Interface, len(specIfaces))
+func BuildEntries(specIfaces []model.Interface, bound []model.BoundInterface, primary model.Family) ([]Entry, error) {
+	specByName := make(map[string]model.Interface, len(specIfaces))
 	for _, s := range specIfaces {
 		specByName[s.Name] = s
 	}
@@ -58,16 +58,33 @@ func BuildEntries(specIfaces []kvv1.Interface, bound []model.BoundInterface, pri
 		if len(ips) == 0 {
 			continue
 		}
-		spec, ok := specByName[b.Name]
-		if !ok {
-			spec = kvv1.Interface{Name: b.Name}
+		iface, err := specJSON(specByName[b.Name], b.Name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
 		}
 		entries = append(entries, Entry{
 			Name: b.Name,
-			Data: PodIfaceCacheData{Iface: &spec, PodIP: ips[0], PodIPs: ips},
+			Data: PodIfaceCacheData{Iface: iface, PodIP: ips[0], PodIPs: ips},
 		})
 	}
 	return entries, errors.Join(errs...)
+}
+
+// specJSON is the interface spec as the VMI carried it, compacted; just {"name":...} when the VMI
+// JSON did not carry one (KubeVirt's reader then sees an Interface with only its name).
+func specJSON(spec model.Interface, name string) (json.RawMessage, error) {
+	if len(spec.Raw) == 0 {
+		raw, err := json.Marshal(struct {
+			Name string `json:"name"`
+		}{name})
+		return raw, err
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, spec.Raw); err != nil {
+		return nil, fmt.Errorf("interface %q: VMI interface spec: %w", name, err)
+	}
+	return buf.Bytes(), nil
 }
 
 // podIPs returns the first global-unicast address of each family, primary family first.

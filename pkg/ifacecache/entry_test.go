@@ -1,6 +1,7 @@
 package ifacecache
 
 import (
+	"encoding/json"
 	"net/netip"
 	"testing"
 
@@ -24,7 +25,7 @@ func bound(name string, addrs ...string) model.BoundInterface {
 }
 
 func TestBuildEntries_PodIPsFollowKubeVirtRules(t *testing.T) {
-	spec := []kvv1.Interface{{
+	kvSpec := []kvv1.Interface{{
 		Name:       "net1",
 		MacAddress: "02:00:00:00:00:01",
 		Binding:    &kvv1.PluginBinding{Name: "sriov-udn"},
@@ -51,7 +52,7 @@ func TestBuildEntries_PodIPsFollowKubeVirtRules(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			entries, err := BuildEntries(spec, []model.BoundInterface{tt.iface}, tt.primary)
+			entries, err := BuildEntries(specs(t, kvSpec...), []model.BoundInterface{tt.iface}, tt.primary)
 			require.NoError(t, err)
 			if tt.want == nil {
 				assert.Empty(t, entries)
@@ -62,7 +63,7 @@ func TestBuildEntries_PodIPsFollowKubeVirtRules(t *testing.T) {
 			assert.Equal(t, tt.want, entries[0].Data.PodIPs)
 			assert.Equal(t, tt.want[0], entries[0].Data.PodIP)
 			require.NotNil(t, entries[0].Data.Iface)
-			assert.Equal(t, spec[0], *entries[0].Data.Iface, "iface is the VMI's interface spec, as virt-handler writes it")
+			assert.Equal(t, kvSpec[0], ifaceOf(t, entries[0].Data), "iface is the VMI's interface spec, as virt-handler writes it")
 		})
 	}
 }
@@ -71,7 +72,7 @@ func TestBuildEntries_InterfaceMissingFromSpec_CarriesItsName(t *testing.T) {
 	entries, err := BuildEntries(nil, []model.BoundInterface{bound("net2", "10.0.0.2/8")}, model.IPv4)
 	require.NoError(t, err)
 	require.Len(t, entries, 1)
-	assert.Equal(t, &kvv1.Interface{Name: "net2"}, entries[0].Data.Iface)
+	assert.Equal(t, kvv1.Interface{Name: "net2"}, ifaceOf(t, entries[0].Data))
 }
 
 func TestBuildEntries_InvalidOrDuplicateName_ErrorNamesItAndOthersAreKept(t *testing.T) {
@@ -93,7 +94,7 @@ func TestEntryEncode_MatchesKubeVirtWriterFormat(t *testing.T) {
 	// KubeVirt's writeToCachedFile (pkg/network/cache/cache.go) uses json.MarshalIndent with two
 	// spaces; networkState is omitted when zero.
 	data, err := Entry{Name: "net1", Data: PodIfaceCacheData{
-		Iface: &kvv1.Interface{Name: "net1"}, PodIP: "10.0.0.1", PodIPs: []string{"10.0.0.1", "fd00::1"},
+		Iface: mustJSON(t, kvv1.Interface{Name: "net1"}), PodIP: "10.0.0.1", PodIPs: []string{"10.0.0.1", "fd00::1"},
 	}}.Encode()
 	require.NoError(t, err)
 	assert.Equal(t, `{
@@ -106,4 +107,30 @@ func TestEntryEncode_MatchesKubeVirtWriterFormat(t *testing.T) {
     "fd00::1"
   ]
 }`, string(data))
+}
+
+// specs turns KubeVirt's own interface specs into ours the way the sidecar gets them: marshalled by
+// virt-launcher, decoded by model.DecodeVMI's types.
+func specs(t testing.TB, in ...kvv1.Interface) []model.Interface {
+	t.Helper()
+	out := make([]model.Interface, len(in))
+	for i, kv := range in {
+		require.NoError(t, json.Unmarshal(mustJSON(t, kv), &out[i]))
+	}
+	return out
+}
+
+func mustJSON(t testing.TB, v any) json.RawMessage {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	require.NoError(t, err)
+	return raw
+}
+
+// ifaceOf decodes an entry's iface with KubeVirt's own type, as KubeVirt's reader does.
+func ifaceOf(t testing.TB, d PodIfaceCacheData) kvv1.Interface {
+	t.Helper()
+	var kv kvv1.Interface
+	require.NoError(t, json.Unmarshal(d.Iface, &kv))
+	return kv
 }

@@ -10,8 +10,6 @@ import (
 	"slices"
 	"sync"
 
-	kvv1 "kubevirt.io/api/core/v1"
-
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 )
 
@@ -68,7 +66,7 @@ func (w *Writer) Dir() string { return w.dir }
 // An invalid VMI UID stops Sync before any I/O. An invalid interface name is reported in the
 // returned error while the valid interfaces are still synced; so is a failed write. The result
 // lists what was done even when err is not nil.
-func (w *Writer) Sync(vmiUID string, specIfaces []kvv1.Interface, bound []model.BoundInterface, primary model.Family) (SyncResult, error) {
+func (w *Writer) Sync(vmiUID string, specIfaces []model.Interface, bound []model.BoundInterface, primary model.Family) (SyncResult, error) {
 	var res SyncResult
 	if err := ValidateName("vmi uid", vmiUID); err != nil {
 		return res, fmt.Errorf("sync interface cache: %w", err)

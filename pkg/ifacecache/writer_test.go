@@ -1,6 +1,7 @@
 package ifacecache
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -113,6 +114,11 @@ func readEntry(t *testing.T, path string) PodIfaceCacheData {
 	require.NoError(t, err)
 	var d PodIfaceCacheData
 	require.NoError(t, json.Unmarshal(buf, &d), "entry %s must be whole JSON", path)
+	if d.Iface != nil { // the file is indented like KubeVirt's; compare the iface compacted
+		var c bytes.Buffer
+		require.NoError(t, json.Compact(&c, d.Iface))
+		d.Iface = c.Bytes()
+	}
 	return d
 }
 
@@ -130,7 +136,8 @@ func dirNames(t *testing.T, dir string) []string {
 func TestSync_WritesOneKubeVirtEntryPerInterfaceWithPermissions(t *testing.T) {
 	dir := t.TempDir()
 	w := NewWriter(dir, nil)
-	spec := []kvv1.Interface{{Name: "net1", Binding: &kvv1.PluginBinding{Name: "sriov-udn"}}}
+	kvSpec := []kvv1.Interface{{Name: "net1", Binding: &kvv1.PluginBinding{Name: "sriov-udn"}}}
+	spec := specs(t, kvSpec...)
 
 	res, err := w.Sync(testUID, spec, []model.BoundInterface{
 		bound("net1", "fd00:10:66::77/64", "10.66.10.77/24"),
@@ -143,9 +150,9 @@ func TestSync_WritesOneKubeVirtEntryPerInterfaceWithPermissions(t *testing.T) {
 
 	vmiDir := filepath.Join(dir, testUID)
 	assert.Equal(t, []string{"net1", "net2"}, dirNames(t, vmiDir), "no temp file left, nothing for net3")
-	assert.Equal(t, PodIfaceCacheData{Iface: &spec[0], PodIP: "10.66.10.77", PodIPs: []string{"10.66.10.77", "fd00:10:66::77"}},
+	assert.Equal(t, PodIfaceCacheData{Iface: mustJSON(t, kvSpec[0]), PodIP: "10.66.10.77", PodIPs: []string{"10.66.10.77", "fd00:10:66::77"}},
 		readEntry(t, filepath.Join(vmiDir, "net1")))
-	assert.Equal(t, PodIfaceCacheData{Iface: &kvv1.Interface{Name: "net2"}, PodIP: "fd00:20::5", PodIPs: []string{"fd00:20::5"}},
+	assert.Equal(t, PodIfaceCacheData{Iface: mustJSON(t, kvv1.Interface{Name: "net2"}), PodIP: "fd00:20::5", PodIPs: []string{"fd00:20::5"}},
 		readEntry(t, filepath.Join(vmiDir, "net2")))
 
 	st, err := os.Stat(vmiDir)

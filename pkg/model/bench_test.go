@@ -6,16 +6,14 @@ import (
 	"net/netip"
 	"testing"
 
-	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	"github.com/stretchr/testify/require"
-	kvv1 "kubevirt.io/api/core/v1"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 )
 
 // dualStackFixture is a VMI with n bound dual-stack interfaces and a snapshot holding every source.
-func dualStackFixture(n int) (*kvv1.VirtualMachineInstance, *downwardapi.Snapshot) {
+func dualStackFixture(n int) (*model.VirtualMachineInstance, *downwardapi.Snapshot) {
 	specs := make([]ifaceSpec, 0, n)
 	snap := &downwardapi.Snapshot{PodInfo: true, PodNetworks: downwardapi.PodNetworks{}, DeviceInfo: &downwardapi.NetworkInfo{}}
 	for i := 0; i < n; i++ {
@@ -23,10 +21,10 @@ func dualStackFixture(n int) (*kvv1.VirtualMachineInstance, *downwardapi.Snapsho
 		specs = append(specs, bound(name, nad))
 		v4 := netip.AddrFrom4([4]byte{10, byte(i), 0, 5})
 		v6 := netip.MustParseAddr(fmt.Sprintf("fd00:%x::5", i))
-		snap.NetworkStatus = append(snap.NetworkStatus, nadv1.NetworkStatus{
+		snap.NetworkStatus = append(snap.NetworkStatus, downwardapi.NetworkStatus{
 			Name: nad, Interface: model.HashedPodInterfaceName(name), IPs: []string{v4.String(), v6.String()},
 			Mac: fmt.Sprintf("02:00:00:00:%02x:%02x", i/256, i%256), Mtu: 1500,
-			DNS:        nadv1.DNS{Nameservers: []string{"10.96.0.10"}, Search: []string{"ns1.svc.cluster.local", "cluster.local"}},
+			DNS:        downwardapi.DNS{Nameservers: []string{"10.96.0.10"}, Search: []string{"ns1.svc.cluster.local", "cluster.local"}},
 			DeviceInfo: pciInfo(fmt.Sprintf("0000:%02x:00.%d", 0x65+i/8, i%8)),
 		})
 		snap.PodNetworks[nad] = downwardapi.PodNetwork{

@@ -9,9 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
-	kvv1 "kubevirt.io/api/core/v1"
-
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
 )
 
@@ -46,11 +43,11 @@ const (
 	maxMTU = 65535
 )
 
-// knownDeviceType reports the device-info types Multus defines (nadv1.DeviceInfoType*). Only "pci" can
+// knownDeviceType reports the device-info types Multus defines (downwardapi.DeviceInfoType*). Only "pci" can
 // be wired as a VF hostdev; the others are recorded in DeviceType for the domain step to reject.
 func knownDeviceType(t string) bool {
 	switch t {
-	case nadv1.DeviceInfoTypePCI, nadv1.DeviceInfoTypeVDPA, nadv1.DeviceInfoTypeVHostUser, nadv1.DeviceInfoTypeMemif:
+	case downwardapi.DeviceInfoTypePCI, downwardapi.DeviceInfoTypeVDPA, downwardapi.DeviceInfoTypeVHostUser, downwardapi.DeviceInfoTypeMemif:
 		return true
 	}
 	return false
@@ -74,7 +71,7 @@ type derived struct {
 // interface, network, source and field), or a snapshot with Problems (a source that exists but is
 // malformed will not heal by waiting, so the hook fails at once instead of after its timeout). A
 // VMI with no bound interface gives nil, nil whatever the snapshot holds.
-func Build(vmi *kvv1.VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) ([]BoundInterface, error) {
+func Build(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) ([]BoundInterface, error) {
 	ds, err := build(vmi, snap, opts)
 	if err != nil {
 		return nil, err
@@ -89,7 +86,7 @@ func Build(vmi *kvv1.VirtualMachineInstance, snap *downwardapi.Snapshot, opts Op
 	return out, nil
 }
 
-func build(vmi *kvv1.VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) ([]derived, error) {
+func build(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) ([]derived, error) {
 	bindings, err := resolveBindings(vmi, opts.BindingName)
 	if err != nil || len(bindings) == 0 {
 		return nil, err
@@ -117,7 +114,7 @@ func build(vmi *kvv1.VirtualMachineInstance, snap *downwardapi.Snapshot, opts Op
 	}
 
 	idx := snapshotIndex{
-		status:   indexBy(snap.NetworkStatus, func(s *nadv1.NetworkStatus) string { return s.Interface }),
+		status:   indexBy(snap.NetworkStatus, func(s *downwardapi.NetworkStatus) string { return s.Interface }),
 		fileInfo: indexNetworkInfo(snap.DeviceInfo),
 		annInfo:  indexNetworkInfo(snap.NetworkInfo),
 	}
@@ -243,8 +240,8 @@ func derive(b binding, snap *downwardapi.Snapshot, idx snapshotIndex, primary Fa
 
 // lookupNetworkStatus finds the network-status entry of a pod interface; it must name the
 // interface's NAD ("<ns>/<nad>", or the bare NAD name), else the annotation contradicts the VMI.
-func lookupNetworkStatus(statuses []nadv1.NetworkStatus, index map[string]int, podIface, nad, vmiNamespace string,
-	f ifaceFailer) (*nadv1.NetworkStatus, error) {
+func lookupNetworkStatus(statuses []downwardapi.NetworkStatus, index map[string]int, podIface, nad, vmiNamespace string,
+	f ifaceFailer) (*downwardapi.NetworkStatus, error) {
 	i, ok := index[podIface]
 	switch {
 	case !ok:
@@ -308,7 +305,7 @@ func indexNetworkInfo(info *downwardapi.NetworkInfo) map[string]int {
 // setMAC applies DESIGN.md's precedence: VMI macAddress, network-status mac, network-info mac (a copy
 // of network-status mac, present when only device-info is mounted), pod-networks mac_address. Every
 // present value is validated; an all-zero MAC counts as absent (SR-IOV CNI reports no admin MAC so).
-func (d *derived) setMAC(vmiMAC string, st *nadv1.NetworkStatus, fileInfo, annInfo *downwardapi.NetworkInfoInterface,
+func (d *derived) setMAC(vmiMAC string, st *downwardapi.NetworkStatus, fileInfo, annInfo *downwardapi.NetworkInfoInterface,
 	pn *downwardapi.PodNetwork, f ifaceFailer) error {
 	type candidate struct {
 		source MACSource
@@ -384,8 +381,8 @@ func isZero(mac net.HardwareAddr) bool {
 
 // setDeviceInfo takes device-info from the device-info file, else the kubevirt.io/network-info
 // annotation, else network-status device-info (DESIGN.md section 2).
-func (d *derived) setDeviceInfo(st *nadv1.NetworkStatus, fileInfo, annInfo *downwardapi.NetworkInfoInterface, f ifaceFailer) error {
-	var di *nadv1.DeviceInfo
+func (d *derived) setDeviceInfo(st *downwardapi.NetworkStatus, fileInfo, annInfo *downwardapi.NetworkInfoInterface, f ifaceFailer) error {
+	var di *downwardapi.DeviceInfo
 	var source, field string
 	switch {
 	case fileInfo != nil && fileInfo.DeviceInfo != nil:
@@ -401,7 +398,7 @@ func (d *derived) setDeviceInfo(st *nadv1.NetworkStatus, fileInfo, annInfo *down
 		return f.fail(source, field+".type", fmt.Errorf("unknown device type %s", quote(di.Type)))
 	}
 	d.DeviceType = di.Type
-	if di.Type != nadv1.DeviceInfoTypePCI {
+	if di.Type != downwardapi.DeviceInfoTypePCI {
 		return nil
 	}
 	if di.Pci == nil || di.Pci.PciAddress == "" {
@@ -415,7 +412,7 @@ func (d *derived) setDeviceInfo(st *nadv1.NetworkStatus, fileInfo, annInfo *down
 }
 
 // setL3 fills Addresses, PrefixKnown, Gateways and Routes.
-func (d *derived) setL3(st *nadv1.NetworkStatus, pn *downwardapi.PodNetwork, primary Family, f ifaceFailer) error {
+func (d *derived) setL3(st *downwardapi.NetworkStatus, pn *downwardapi.PodNetwork, primary Family, f ifaceFailer) error {
 	// Gateways first: a guessed prefix is widened to reach them.
 	type gwCand struct {
 		addr          netip.Addr
@@ -594,7 +591,7 @@ func checkUnicast(a netip.Addr) error {
 	return nil
 }
 
-func (d *derived) setDNS(dns nadv1.DNS, f ifaceFailer) error {
+func (d *derived) setDNS(dns downwardapi.DNS, f ifaceFailer) error {
 	seen := map[netip.Addr]bool{}
 	for i, s := range dns.Nameservers {
 		a, err := parseAddr(s)

@@ -5,10 +5,8 @@ import (
 	"net/netip"
 	"testing"
 
-	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	kvv1 "kubevirt.io/api/core/v1"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
@@ -16,12 +14,12 @@ import (
 
 // st is a network-status entry for VMI network `network` attached to NAD `nad`, named as KubeVirt
 // names the pod interface.
-func st(network, nad string) nadv1.NetworkStatus {
-	return nadv1.NetworkStatus{Name: nad, Interface: model.HashedPodInterfaceName(network)}
+func st(network, nad string) downwardapi.NetworkStatus {
+	return downwardapi.NetworkStatus{Name: nad, Interface: model.HashedPodInterfaceName(network)}
 }
 
-func pciInfo(addr string) *nadv1.DeviceInfo {
-	return &nadv1.DeviceInfo{Type: nadv1.DeviceInfoTypePCI, Version: "1.1.0", Pci: &nadv1.PciDevice{PciAddress: addr}}
+func pciInfo(addr string) *downwardapi.DeviceInfo {
+	return &downwardapi.DeviceInfo{Type: downwardapi.DeviceInfoTypePCI, Version: "1.1.0", Pci: &downwardapi.PciDevice{PciAddress: addr}}
 }
 
 func opts() model.Options { return model.Options{BindingName: testBinding} }
@@ -32,7 +30,7 @@ func TestBuild_DerivesEachRule(t *testing.T) {
 	sriovA := "ns1/sriov-a"
 	tests := []struct {
 		name  string
-		vmi   *kvv1.VirtualMachineInstance
+		vmi   *model.VirtualMachineInstance
 		snap  *downwardapi.Snapshot
 		podIP string
 		check func(t *testing.T, got []model.BoundInterface)
@@ -99,14 +97,14 @@ func TestBuild_DerivesEachRule(t *testing.T) {
 			name: "two SR-IOV NICs: spec order, each with its own VF, MAC and pod interface",
 			vmi: newVMI(bound("b", "ns2/sriov-b"), ifaceSpec{name: "masq", pod: true},
 				ifaceSpec{name: "a", nad: "sriov-a", binding: testBinding, pci: "0000:0A:01.0", boot: uintp(2)}),
-			snap: &downwardapi.Snapshot{NetworkStatus: []nadv1.NetworkStatus{
+			snap: &downwardapi.Snapshot{NetworkStatus: []downwardapi.NetworkStatus{
 				{Name: "ovn-kubernetes", Interface: "eth0", IPs: []string{"10.244.0.3"}, Default: true},
-				func() nadv1.NetworkStatus {
+				func() downwardapi.NetworkStatus {
 					s := st("a", sriovA)
 					s.Mac, s.DeviceInfo = "02:00:00:00:00:0a", pciInfo("0000:65:00.2")
 					return s
 				}(),
-				func() nadv1.NetworkStatus {
+				func() downwardapi.NetworkStatus {
 					s := st("b", "ns2/sriov-b")
 					s.Mac, s.DeviceInfo = "02:00:00:00:00:0b", pciInfo("0000:65:00.3")
 					return s
@@ -142,10 +140,10 @@ func TestBuild_DerivesEachRule(t *testing.T) {
 			vmi:  newVMI(bound("a", "sriov-a")),
 			snap: &downwardapi.Snapshot{
 				PodNetworks: podNetworks(t, `{"ns1/sriov-a":{"ip_addresses":["10.10.0.4/24"],"mac_address":"0a:58:0a:0a:00:04","role":"secondary"}}`),
-				NetworkStatus: func() []nadv1.NetworkStatus {
+				NetworkStatus: func() []downwardapi.NetworkStatus {
 					s := st("a", sriovA)
 					s.IPs, s.Gateway = []string{"10.10.0.4"}, []string{"10.10.0.254"}
-					return []nadv1.NetworkStatus{s}
+					return []downwardapi.NetworkStatus{s}
 				}(),
 			},
 			check: func(t *testing.T, got []model.BoundInterface) {
@@ -178,12 +176,12 @@ func TestBuild_DerivesEachRule(t *testing.T) {
 		{
 			name: "MTU and DNS from network-status, nameservers and search de-duplicated",
 			vmi:  newVMI(bound("a", "sriov-a")),
-			snap: &downwardapi.Snapshot{NetworkStatus: func() []nadv1.NetworkStatus {
+			snap: &downwardapi.Snapshot{NetworkStatus: func() []downwardapi.NetworkStatus {
 				s := st("a", sriovA)
 				s.Mtu = 9000
-				s.DNS = nadv1.DNS{Nameservers: []string{"10.96.0.10", "fd00::10", "10.96.0.10"},
+				s.DNS = downwardapi.DNS{Nameservers: []string{"10.96.0.10", "fd00::10", "10.96.0.10"},
 					Search: []string{"ns1.svc.cluster.local", "cluster.local", "cluster.local"}, Domain: "cluster.local"}
-				return []nadv1.NetworkStatus{s}
+				return []downwardapi.NetworkStatus{s}
 			}()},
 			check: func(t *testing.T, got []model.BoundInterface) {
 				assert.Equal(t, 9000, got[0].MTU)
@@ -195,10 +193,10 @@ func TestBuild_DerivesEachRule(t *testing.T) {
 		{
 			name: "network-status only: bare IPs get /24 and /64, PrefixKnown false, IPv6 link-local dropped, duplicates dropped",
 			vmi:  newVMI(bound("a", "sriov-a")),
-			snap: &downwardapi.Snapshot{NetworkStatus: func() []nadv1.NetworkStatus {
+			snap: &downwardapi.Snapshot{NetworkStatus: func() []downwardapi.NetworkStatus {
 				s := st("a", sriovA)
 				s.IPs = []string{"fe80::1", "192.168.7.9", "2001:db8::9", "192.168.7.9"}
-				return []nadv1.NetworkStatus{s}
+				return []downwardapi.NetworkStatus{s}
 			}()},
 			check: func(t *testing.T, got []model.BoundInterface) {
 				assert.Equal(t, prefixes("192.168.7.9/24", "2001:db8::9/64"), got[0].Addresses)
@@ -208,11 +206,11 @@ func TestBuild_DerivesEachRule(t *testing.T) {
 		{
 			name: "network-status only: guessed prefix widens so the gateway is on-link; link-local gateway dropped",
 			vmi:  newVMI(bound("a", "sriov-a")),
-			snap: &downwardapi.Snapshot{NetworkStatus: func() []nadv1.NetworkStatus {
+			snap: &downwardapi.Snapshot{NetworkStatus: func() []downwardapi.NetworkStatus {
 				s := st("a", sriovA)
 				s.IPs = []string{"10.1.200.5", "2001:db8:0:5::9"}
 				s.Gateway = []string{"10.1.0.1", "fe80::1", "2001:db8::1"}
-				return []nadv1.NetworkStatus{s}
+				return []downwardapi.NetworkStatus{s}
 			}()},
 			check: func(t *testing.T, got []model.BoundInterface) {
 				assert.Equal(t, prefixes("10.1.200.5/16", "2001:db8:0:5::9/61"), got[0].Addresses)
@@ -249,7 +247,7 @@ func TestBuild_DerivesEachRule(t *testing.T) {
 		{
 			name: "legacy ordinal pod interface names (net1, net2) are matched like KubeVirt does",
 			vmi:  newVMI(bound("x", "other"), bound("a", "sriov-a")),
-			snap: &downwardapi.Snapshot{NetworkStatus: []nadv1.NetworkStatus{
+			snap: &downwardapi.Snapshot{NetworkStatus: []downwardapi.NetworkStatus{
 				{Name: "ns1/other", Interface: "net1", Mac: "02:00:00:00:00:01"},
 				{Name: sriovA, Interface: "net2", Mac: "02:00:00:00:00:02", IPs: []string{"10.0.0.2"}},
 			}},
@@ -282,10 +280,10 @@ func TestBuild_DerivesEachRule(t *testing.T) {
 		{
 			name: "non-pci device-info is recorded, not wired",
 			vmi:  newVMI(bound("a", "sriov-a")),
-			snap: &downwardapi.Snapshot{NetworkStatus: func() []nadv1.NetworkStatus {
+			snap: &downwardapi.Snapshot{NetworkStatus: func() []downwardapi.NetworkStatus {
 				s := st("a", sriovA)
-				s.DeviceInfo = &nadv1.DeviceInfo{Type: nadv1.DeviceInfoTypeVDPA, Vdpa: &nadv1.VdpaDevice{ParentDevice: "vdpa:0000:65:00.2"}}
-				return []nadv1.NetworkStatus{s}
+				s.DeviceInfo = &downwardapi.DeviceInfo{Type: downwardapi.DeviceInfoTypeVDPA, Vdpa: &downwardapi.VdpaDevice{ParentDevice: "vdpa:0000:65:00.2"}}
+				return []downwardapi.NetworkStatus{s}
 			}()},
 			check: func(t *testing.T, got []model.BoundInterface) {
 				assert.Equal(t, "vdpa", got[0].DeviceType)
@@ -295,7 +293,7 @@ func TestBuild_DerivesEachRule(t *testing.T) {
 		{
 			name: "network-status naming the NAD without namespace is accepted for the VMI's namespace",
 			vmi:  newVMI(bound("a", "sriov-a")),
-			snap: &downwardapi.Snapshot{NetworkStatus: []nadv1.NetworkStatus{
+			snap: &downwardapi.Snapshot{NetworkStatus: []downwardapi.NetworkStatus{
 				{Name: "sriov-a", Interface: model.HashedPodInterfaceName("a"), Mac: "02:00:00:00:00:0a"}}},
 			check: func(t *testing.T, got []model.BoundInterface) {
 				assert.Equal(t, "02:00:00:00:00:0a", got[0].MAC.String())
@@ -345,7 +343,7 @@ func TestBuild_MACPrecedence_VMIThenNetworkStatusThenNetworkInfoThenPodNetworks(
 			if tc.have.status {
 				s.Mac = statusMAC
 			}
-			snap.NetworkStatus = []nadv1.NetworkStatus{s}
+			snap.NetworkStatus = []downwardapi.NetworkStatus{s}
 			if tc.have.info {
 				snap.NetworkInfo = &downwardapi.NetworkInfo{Interfaces: []downwardapi.NetworkInfoInterface{{Network: "a", Mac: infoMAC}}}
 			}
@@ -368,7 +366,7 @@ func TestBuild_MACPrecedence_VMIThenNetworkStatusThenNetworkInfoThenPodNetworks(
 func TestBuild_ZeroMACInNetworkStatus_CountsAsAbsent(t *testing.T) {
 	s := st("a", "ns1/sriov-a")
 	s.Mac = "00:00:00:00:00:00"
-	snap := &downwardapi.Snapshot{NetworkStatus: []nadv1.NetworkStatus{s},
+	snap := &downwardapi.Snapshot{NetworkStatus: []downwardapi.NetworkStatus{s},
 		PodNetworks: podNetworks(t, `{"ns1/sriov-a":{"mac_address":"0a:58:00:00:00:01"}}`)}
 	got, err := model.Build(newVMI(bound("a", "sriov-a")), snap, opts())
 	require.NoError(t, err)
@@ -387,7 +385,7 @@ func TestBuild_DeviceInfoPrecedence_FileThenAnnotationThenNetworkStatus(t *testi
 	ann := &downwardapi.NetworkInfo{Interfaces: []downwardapi.NetworkInfoInterface{{Network: "a", DeviceInfo: pciInfo("0000:65:00.2")}}}
 	s := st("a", "ns1/sriov-a")
 	s.DeviceInfo = pciInfo("0000:65:00.3")
-	status := []nadv1.NetworkStatus{s}
+	status := []downwardapi.NetworkStatus{s}
 	tests := []struct {
 		name string
 		snap *downwardapi.Snapshot
@@ -426,7 +424,7 @@ func mustMAC(t *testing.T, s string) net.HardwareAddr {
 func TestBuild_MultusDefaultNetwork_UsesPodInterfaceEth0(t *testing.T) {
 	spec := bound("a", "ns2/default-nad")
 	spec.def = true
-	snap := &downwardapi.Snapshot{NetworkStatus: []nadv1.NetworkStatus{{Name: "ns2/default-nad", Interface: "eth0", IPs: []string{"10.0.0.7"}, Default: true}}}
+	snap := &downwardapi.Snapshot{NetworkStatus: []downwardapi.NetworkStatus{{Name: "ns2/default-nad", Interface: "eth0", IPs: []string{"10.0.0.7"}, Default: true}}}
 	got, err := model.Build(newVMI(spec), snap, opts())
 	require.NoError(t, err)
 	assert.Equal(t, "eth0", got[0].PodInterfaceName)

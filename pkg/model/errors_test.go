@@ -5,25 +5,23 @@ import (
 	"strings"
 	"testing"
 
-	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	kvv1 "kubevirt.io/api/core/v1"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 )
 
-func statusWith(mut func(*nadv1.NetworkStatus)) []nadv1.NetworkStatus {
+func statusWith(mut func(*downwardapi.NetworkStatus)) []downwardapi.NetworkStatus {
 	s := st("a", "ns1/sriov-a")
 	mut(&s)
-	return []nadv1.NetworkStatus{s}
+	return []downwardapi.NetworkStatus{s}
 }
 
 func TestBuild_WrongInput_ReturnsInputErrorNamingInterfaceSourceAndField(t *testing.T) {
 	tests := []struct {
 		name        string
-		vmi         *kvv1.VirtualMachineInstance
+		vmi         *model.VirtualMachineInstance
 		snap        *downwardapi.Snapshot
 		podIP       string
 		wantSource  string
@@ -33,14 +31,14 @@ func TestBuild_WrongInput_ReturnsInputErrorNamingInterfaceSourceAndField(t *test
 		{
 			name:        "duplicate MACs across bound interfaces",
 			vmi:         newVMI(ifaceSpec{name: "a", nad: "sriov-a", binding: testBinding, mac: "02:00:00:00:00:01"}, bound("b", "sriov-b")),
-			snap:        &downwardapi.Snapshot{NetworkStatus: []nadv1.NetworkStatus{{Name: "ns1/sriov-b", Interface: model.HashedPodInterfaceName("b"), Mac: "02:00:00:00:00:01"}}},
+			snap:        &downwardapi.Snapshot{NetworkStatus: []downwardapi.NetworkStatus{{Name: "ns1/sriov-b", Interface: model.HashedPodInterfaceName("b"), Mac: "02:00:00:00:00:01"}}},
 			wantSource:  downwardapi.NetworkStatusAnnotation,
 			wantField:   "mac",
 			wantMessage: `also the MAC of interface "a"`,
 		},
 		{
 			name:       "bound interface without a network",
-			vmi:        func() *kvv1.VirtualMachineInstance { v := newVMI(bound("a", "x")); v.Spec.Networks = nil; return v }(),
+			vmi:        func() *model.VirtualMachineInstance { v := newVMI(bound("a", "x")); v.Spec.Networks = nil; return v }(),
 			wantSource: model.SourceVMI, wantField: "spec.networks", wantMessage: "no network",
 		},
 		{
@@ -71,13 +69,15 @@ func TestBuild_WrongInput_ReturnsInputErrorNamingInterfaceSourceAndField(t *test
 		{
 			name:       "multicast MAC in network-status",
 			vmi:        newVMI(bound("a", "sriov-a")),
-			snap:       &downwardapi.Snapshot{NetworkStatus: statusWith(func(s *nadv1.NetworkStatus) { s.Mac = "01:00:5e:00:00:01" })},
+			snap:       &downwardapi.Snapshot{NetworkStatus: statusWith(func(s *downwardapi.NetworkStatus) { s.Mac = "01:00:5e:00:00:01" })},
 			wantSource: downwardapi.NetworkStatusAnnotation, wantField: "mac", wantMessage: "multicast",
 		},
 		{
-			name:       "20-byte InfiniBand MAC in network-status",
-			vmi:        newVMI(bound("a", "sriov-a")),
-			snap:       &downwardapi.Snapshot{NetworkStatus: statusWith(func(s *nadv1.NetworkStatus) { s.Mac = "00:00:00:00:fe:80:00:00:00:00:00:00:02:00:5e:10:00:00:00:01" })},
+			name: "20-byte InfiniBand MAC in network-status",
+			vmi:  newVMI(bound("a", "sriov-a")),
+			snap: &downwardapi.Snapshot{NetworkStatus: statusWith(func(s *downwardapi.NetworkStatus) {
+				s.Mac = "00:00:00:00:fe:80:00:00:00:00:00:00:02:00:5e:10:00:00:00:01"
+			})},
 			wantSource: downwardapi.NetworkStatusAnnotation, wantField: "mac", wantMessage: "not a 48-bit",
 		},
 		{
@@ -88,20 +88,20 @@ func TestBuild_WrongInput_ReturnsInputErrorNamingInterfaceSourceAndField(t *test
 		{
 			name:       "hostile host PCI address in network-status device-info",
 			vmi:        newVMI(bound("a", "sriov-a")),
-			snap:       &downwardapi.Snapshot{NetworkStatus: statusWith(func(s *nadv1.NetworkStatus) { s.DeviceInfo = pciInfo("0000:65:00.2'/><evil/>") })},
+			snap:       &downwardapi.Snapshot{NetworkStatus: statusWith(func(s *downwardapi.NetworkStatus) { s.DeviceInfo = pciInfo("0000:65:00.2'/><evil/>") })},
 			wantSource: downwardapi.NetworkStatusAnnotation, wantField: "device-info.pci.pci-address", wantMessage: "invalid PCI address",
 		},
 		{
 			name: "pci device-info without an address in the device-info file",
 			vmi:  newVMI(bound("a", "sriov-a")),
 			snap: &downwardapi.Snapshot{DeviceInfo: &downwardapi.NetworkInfo{Interfaces: []downwardapi.NetworkInfoInterface{
-				{Network: "a", DeviceInfo: &nadv1.DeviceInfo{Type: "pci"}}}}},
+				{Network: "a", DeviceInfo: &downwardapi.DeviceInfo{Type: "pci"}}}}},
 			wantSource: model.SourceDeviceInfoFile, wantField: "interfaces[].deviceInfo.pci.pci-address", wantMessage: "without a PCI address",
 		},
 		{
 			name:       "unknown device type",
 			vmi:        newVMI(bound("a", "sriov-a")),
-			snap:       &downwardapi.Snapshot{NetworkStatus: statusWith(func(s *nadv1.NetworkStatus) { s.DeviceInfo = &nadv1.DeviceInfo{Type: "pci\x00evil"} })},
+			snap:       &downwardapi.Snapshot{NetworkStatus: statusWith(func(s *downwardapi.NetworkStatus) { s.DeviceInfo = &downwardapi.DeviceInfo{Type: "pci\x00evil"} })},
 			wantSource: downwardapi.NetworkStatusAnnotation, wantField: "device-info.type", wantMessage: `unknown device type "pci\x00evil"`,
 		},
 		{
@@ -114,44 +114,44 @@ func TestBuild_WrongInput_ReturnsInputErrorNamingInterfaceSourceAndField(t *test
 		{
 			name:       "network-status entry of our pod interface names another NAD",
 			vmi:        newVMI(bound("a", "sriov-a")),
-			snap:       &downwardapi.Snapshot{NetworkStatus: statusWith(func(s *nadv1.NetworkStatus) { s.Name = "ns2/sriov-a" })},
+			snap:       &downwardapi.Snapshot{NetworkStatus: statusWith(func(s *downwardapi.NetworkStatus) { s.Name = "ns2/sriov-a" })},
 			wantSource: downwardapi.NetworkStatusAnnotation, wantField: "name", wantMessage: `names network "ns2/sriov-a", expected "ns1/sriov-a"`,
 		},
 		{
 			name: "two network-status entries for our pod interface",
 			vmi:  newVMI(bound("a", "sriov-a")),
-			snap: &downwardapi.Snapshot{NetworkStatus: append(statusWith(func(*nadv1.NetworkStatus) {}),
-				statusWith(func(*nadv1.NetworkStatus) {})...)},
+			snap: &downwardapi.Snapshot{NetworkStatus: append(statusWith(func(*downwardapi.NetworkStatus) {}),
+				statusWith(func(*downwardapi.NetworkStatus) {})...)},
 			wantSource: downwardapi.NetworkStatusAnnotation, wantField: "interface", wantMessage: "several entries",
 		},
 		{
 			name:       "invalid IP in network-status ips",
 			vmi:        newVMI(bound("a", "sriov-a")),
-			snap:       &downwardapi.Snapshot{NetworkStatus: statusWith(func(s *nadv1.NetworkStatus) { s.IPs = []string{"10.0.0.300"} })},
+			snap:       &downwardapi.Snapshot{NetworkStatus: statusWith(func(s *downwardapi.NetworkStatus) { s.IPs = []string{"10.0.0.300"} })},
 			wantSource: downwardapi.NetworkStatusAnnotation, wantField: "ips[0]", wantMessage: "invalid IP address",
 		},
 		{
 			name:       "multicast gateway in network-status",
 			vmi:        newVMI(bound("a", "sriov-a")),
-			snap:       &downwardapi.Snapshot{NetworkStatus: statusWith(func(s *nadv1.NetworkStatus) { s.Gateway = []string{"224.0.0.1"} })},
+			snap:       &downwardapi.Snapshot{NetworkStatus: statusWith(func(s *downwardapi.NetworkStatus) { s.Gateway = []string{"224.0.0.1"} })},
 			wantSource: downwardapi.NetworkStatusAnnotation, wantField: "gateway[0]", wantMessage: "not a unicast",
 		},
 		{
 			name:       "zoned nameserver",
 			vmi:        newVMI(bound("a", "sriov-a")),
-			snap:       &downwardapi.Snapshot{NetworkStatus: statusWith(func(s *nadv1.NetworkStatus) { s.DNS.Nameservers = []string{"fe80::1%eth0"} })},
+			snap:       &downwardapi.Snapshot{NetworkStatus: statusWith(func(s *downwardapi.NetworkStatus) { s.DNS.Nameservers = []string{"fe80::1%eth0"} })},
 			wantSource: downwardapi.NetworkStatusAnnotation, wantField: "dns.nameservers[0]", wantMessage: "zone",
 		},
 		{
 			name:       "search domain with a newline (resolv.conf injection)",
 			vmi:        newVMI(bound("a", "sriov-a")),
-			snap:       &downwardapi.Snapshot{NetworkStatus: statusWith(func(s *nadv1.NetworkStatus) { s.DNS.Search = []string{"ok.local\nnameserver 6.6.6.6"} })},
+			snap:       &downwardapi.Snapshot{NetworkStatus: statusWith(func(s *downwardapi.NetworkStatus) { s.DNS.Search = []string{"ok.local\nnameserver 6.6.6.6"} })},
 			wantSource: downwardapi.NetworkStatusAnnotation, wantField: "dns.search[0]", wantMessage: "invalid domain",
 		},
 		{
 			name:       "MTU out of range",
 			vmi:        newVMI(bound("a", "sriov-a")),
-			snap:       &downwardapi.Snapshot{NetworkStatus: statusWith(func(s *nadv1.NetworkStatus) { s.Mtu = -1 })},
+			snap:       &downwardapi.Snapshot{NetworkStatus: statusWith(func(s *downwardapi.NetworkStatus) { s.Mtu = -1 })},
 			wantSource: downwardapi.NetworkStatusAnnotation, wantField: "mtu", wantMessage: "outside",
 		},
 		{
@@ -187,7 +187,7 @@ func TestBuild_WrongInput_ReturnsInputErrorNamingInterfaceSourceAndField(t *test
 		{
 			name:       "a long hostile value is truncated in the message",
 			vmi:        newVMI(bound("a", "sriov-a")),
-			snap:       &downwardapi.Snapshot{NetworkStatus: statusWith(func(s *nadv1.NetworkStatus) { s.DNS.Domain = strings.Repeat("x", 5000) + "\n" })},
+			snap:       &downwardapi.Snapshot{NetworkStatus: statusWith(func(s *downwardapi.NetworkStatus) { s.DNS.Domain = strings.Repeat("x", 5000) + "\n" })},
 			wantSource: downwardapi.NetworkStatusAnnotation, wantField: "dns.domain", wantMessage: "...(5001 bytes)",
 		},
 		{

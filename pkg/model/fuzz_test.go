@@ -5,9 +5,6 @@ import (
 	"net/netip"
 	"testing"
 
-	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
-	kvv1 "kubevirt.io/api/core/v1"
-
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 )
@@ -33,12 +30,12 @@ func FuzzBuild(f *testing.F) {
 	f.Add(`{}`, `null`, `null`, `null`, "")
 
 	f.Fuzz(func(t *testing.T, vmiJSON, statusJSON, podNetworksJSON, networkInfoJSON, podIP string) {
-		vmi := &kvv1.VirtualMachineInstance{}
+		vmi := &model.VirtualMachineInstance{}
 		if err := json.Unmarshal([]byte(vmiJSON), vmi); err != nil {
 			return
 		}
 		snap := &downwardapi.Snapshot{PodInfo: true}
-		var statuses []nadv1.NetworkStatus
+		var statuses []downwardapi.NetworkStatus
 		if json.Unmarshal([]byte(statusJSON), &statuses) == nil {
 			snap.NetworkStatus = statuses
 		}
@@ -83,7 +80,7 @@ func checkInvariants(t *testing.T, got []model.BoundInterface, names []string, p
 			}
 			macs[bi.MAC.String()] = true
 		}
-		if bi.HostPCIAddress != "" && bi.DeviceType != nadv1.DeviceInfoTypePCI {
+		if bi.HostPCIAddress != "" && bi.DeviceType != downwardapi.DeviceInfoTypePCI {
 			t.Fatalf("interface %q: host PCI address with device type %q", bi.Name, bi.DeviceType)
 		}
 		checkFamilyOrder(t, bi.Name, "addresses", primary, len(bi.Addresses), func(i int) netip.Addr { return bi.Addresses[i].Addr() })

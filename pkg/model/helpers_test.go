@@ -11,6 +11,7 @@ import (
 	kvv1 "kubevirt.io/api/core/v1"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 )
 
 const (
@@ -31,7 +32,7 @@ type ifaceSpec struct {
 	def     bool // multus.default
 }
 
-func newVMI(ifaces ...ifaceSpec) *kvv1.VirtualMachineInstance {
+func newVMI(ifaces ...ifaceSpec) *model.VirtualMachineInstance {
 	vmi := &kvv1.VirtualMachineInstance{}
 	vmi.Name, vmi.Namespace, vmi.UID = "vm1", testNS, "uid-1"
 	for _, s := range ifaces {
@@ -53,7 +54,21 @@ func newVMI(ifaces ...ifaceSpec) *kvv1.VirtualMachineInstance {
 		}
 		vmi.Spec.Networks = append(vmi.Spec.Networks, n)
 	}
-	return vmi
+	return fromKubeVirt(vmi)
+}
+
+// fromKubeVirt hands a VMI built with KubeVirt's own types to the model the way virt-launcher does:
+// marshalled to JSON, decoded by model.DecodeVMI. It panics on error: the input is test code.
+func fromKubeVirt(vmi *kvv1.VirtualMachineInstance) *model.VirtualMachineInstance {
+	raw, err := json.Marshal(vmi)
+	if err != nil {
+		panic(err)
+	}
+	out, err := model.DecodeVMI(raw)
+	if err != nil {
+		panic(err)
+	}
+	return out
 }
 
 func bound(name, nad string) ifaceSpec { return ifaceSpec{name: name, nad: nad, binding: testBinding} }

@@ -3,8 +3,6 @@ package model
 import (
 	"fmt"
 
-	kvv1 "kubevirt.io/api/core/v1"
-
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
 )
 
@@ -24,7 +22,7 @@ var (
 // MissingForCloudInit lists, per bound interface, what cloud-init needs: a MAC to match the guest NIC,
 // and the interface's network-status or pod-networks entry (addresses, or DHCP from ipam_mode). An
 // entry with no addresses (IPAM-less network) is ready: there is nothing more to wait for.
-func MissingForCloudInit(vmi *kvv1.VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) []downwardapi.Missing {
+func MissingForCloudInit(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) []downwardapi.Missing {
 	ds, err := build(vmi, snap, opts)
 	if err != nil {
 		return nil
@@ -44,7 +42,7 @@ func MissingForCloudInit(vmi *kvv1.VirtualMachineInstance, snap *downwardapi.Sna
 // MissingForDomain lists the bound interfaces whose VF host PCI address is not known yet, except
 // those skip says KubeVirt already wired (skip may be nil). A device-info of another type than pci is
 // not missing: it is there, and the domain step rejects it with a clear error.
-func MissingForDomain(vmi *kvv1.VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options, skip func(ifaceName string) bool) []downwardapi.Missing {
+func MissingForDomain(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options, skip func(ifaceName string) bool) []downwardapi.Missing {
 	ds, err := build(vmi, snap, opts)
 	if err != nil {
 		return nil
@@ -64,7 +62,7 @@ func MissingForDomain(vmi *kvv1.VirtualMachineInstance, snap *downwardapi.Snapsh
 
 // MissingForCache lists the bound interfaces whose network-status or pod-networks entry has not
 // arrived: the interface cache records the addresses those entries carry.
-func MissingForCache(vmi *kvv1.VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) []downwardapi.Missing {
+func MissingForCache(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) []downwardapi.Missing {
 	ds, err := build(vmi, snap, opts)
 	if err != nil {
 		return nil

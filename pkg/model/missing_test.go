@@ -4,7 +4,6 @@ import (
 	"net/netip"
 	"testing"
 
-	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -35,7 +34,7 @@ func TestMissingForCloudInit(t *testing.T) {
 		},
 		{
 			name: "network-status entry without a MAC: only the MAC is missing",
-			snap: &downwardapi.Snapshot{NetworkStatus: []nadv1.NetworkStatus{statusA},
+			snap: &downwardapi.Snapshot{NetworkStatus: []downwardapi.NetworkStatus{statusA},
 				PodNetworks: podNetworks(t, `{"ns1/sriov-b":{"ip_addresses":null,"mac_address":"02:00:00:00:00:0b","ipam_mode":"dhcp"}}`)},
 			want: []downwardapi.Missing{{Interface: "a", Network: "a",
 				Source: "spec.domain.devices.interfaces[].macAddress, k8s.v1.cni.cncf.io/network-status or k8s.ovn.org/pod-networks", Field: "mac"}},
@@ -63,7 +62,7 @@ func TestMissingForCloudInit(t *testing.T) {
 func TestMissingForDomain(t *testing.T) {
 	vmi := newVMI(bound("a", "sriov-a"), bound("b", "sriov-b"))
 	statusB := st("b", "ns1/sriov-b")
-	statusB.DeviceInfo = &nadv1.DeviceInfo{Type: nadv1.DeviceInfoTypeVHostUser}
+	statusB.DeviceInfo = &downwardapi.DeviceInfo{Type: downwardapi.DeviceInfoTypeVHostUser}
 	tests := []struct {
 		name string
 		snap *downwardapi.Snapshot
@@ -72,7 +71,7 @@ func TestMissingForDomain(t *testing.T) {
 	}{
 		{"no device-info anywhere: both", &downwardapi.Snapshot{}, nil, []string{"a", "b"}},
 		{"skipped interfaces are not reported", &downwardapi.Snapshot{}, func(n string) bool { return n == "a" }, []string{"b"}},
-		{"a non-pci device-info is present, not missing", &downwardapi.Snapshot{NetworkStatus: []nadv1.NetworkStatus{statusB}}, nil, []string{"a"}},
+		{"a non-pci device-info is present, not missing", &downwardapi.Snapshot{NetworkStatus: []downwardapi.NetworkStatus{statusB}}, nil, []string{"a"}},
 		{"device-info file entry satisfies it", &downwardapi.Snapshot{
 			DeviceInfo: &downwardapi.NetworkInfo{Interfaces: []downwardapi.NetworkInfoInterface{
 				{Network: "a", DeviceInfo: pciInfo("0000:65:00.2")}, {Network: "b", DeviceInfo: pciInfo("0000:65:00.3")}}},

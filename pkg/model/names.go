@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	kvv1 "kubevirt.io/api/core/v1"
 )
 
 // Pod interface naming, as KubeVirt's pkg/network/namescheme/networknamescheme.go does it.
@@ -30,7 +28,7 @@ func HashedPodInterfaceName(network string) string {
 // BoundInterfaceNames returns the names of the VMI interfaces bound to bindingName, in spec order.
 // Interfaces being hot-unplugged (state absent) are left out: KubeVirt removes their pod
 // attachment, so there is nothing to wire or configure.
-func BoundInterfaceNames(vmi *kvv1.VirtualMachineInstance, bindingName string) []string {
+func BoundInterfaceNames(vmi *VirtualMachineInstance, bindingName string) []string {
 	if vmi == nil || bindingName == "" {
 		return nil
 	}
@@ -43,14 +41,14 @@ func BoundInterfaceNames(vmi *kvv1.VirtualMachineInstance, bindingName string) [
 	return names
 }
 
-func isBound(iface kvv1.Interface, bindingName string) bool {
-	return iface.Binding != nil && iface.Binding.Name == bindingName && iface.State != kvv1.InterfaceStateAbsent
+func isBound(iface Interface, bindingName string) bool {
+	return iface.Binding != nil && iface.Binding.Name == bindingName && iface.State != InterfaceStateAbsent
 }
 
 // binding is one bound interface resolved against the VMI spec alone.
 type binding struct {
-	iface   kvv1.Interface
-	network kvv1.Network
+	iface   Interface
+	network Network
 	// nad is the qualified "<ns>/<nad>" of multus.networkName.
 	nad string
 	// podNetworksKey is the k8s.ovn.org/pod-networks key: nad, or "<nad>/<n>" for the n-th
@@ -63,14 +61,14 @@ type binding struct {
 
 // resolveBindings resolves every bound interface to its network, NAD and pod interface names. The
 // errors are wrong VMI input: a bound interface whose network is missing or not Multus, hostile names.
-func resolveBindings(vmi *kvv1.VirtualMachineInstance, bindingName string) ([]binding, error) {
+func resolveBindings(vmi *VirtualMachineInstance, bindingName string) ([]binding, error) {
 	if vmi == nil {
 		return nil, &InputError{Source: SourceVMI, Err: errors.New("no VMI")}
 	}
 	if bindingName == "" {
 		return nil, &InputError{Source: "options", Field: "BindingName", Err: errors.New("empty binding name")}
 	}
-	networks := map[string]kvv1.Network{}
+	networks := map[string]Network{}
 	// Multus secondary networks in spec order give the ordinal names (net1, net2, ...) and the
 	// per-NAD attachment index, as KubeVirt builds k8s.v1.cni.cncf.io/networks in that order
 	// (pkg/network/multus/annotation.go).
@@ -79,7 +77,7 @@ func resolveBindings(vmi *kvv1.VirtualMachineInstance, bindingName string) ([]bi
 	nadSeen := map[string]int{}
 	absent := map[string]bool{}
 	for _, iface := range vmi.Spec.Domain.Devices.Interfaces {
-		if iface.State == kvv1.InterfaceStateAbsent {
+		if iface.State == InterfaceStateAbsent {
 			absent[iface.Name] = true
 		}
 	}

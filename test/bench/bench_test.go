@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"fmt"
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/kubevirtjson"
 	"net"
 	"os"
 	"os/signal"
@@ -177,7 +178,7 @@ func TestFixtures_AreUnderstoodByTheSidecarsModel(t *testing.T) {
 			require.NoError(t, err)
 			snap := downwardapi.SnapshotFromMaps(nil, ann)
 			require.Empty(t, snap.Problems)
-			vmi := VMI(ifaces)
+			vmi := kubevirtjson.VMI(t, VMI(ifaces))
 			opts := model.Options{BindingName: BindingName}
 			assert.Empty(t, model.MissingForCloudInit(vmi, snap, opts), "data is ready")
 			bound, err := model.Build(vmi, snap, opts)

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/kubevirtjson"
 	"time"
 
 	"k8s.io/kubernetes/pkg/fieldpath"
@@ -40,7 +41,10 @@ const (
 func MeasureRender(n int) (RenderResult, error) {
 	res := RenderResult{Interfaces: n}
 	ifaces := Ifaces(n, BaseNAD)
-	vmi := VMI(ifaces)
+	vmi, err := kubevirtjson.ConvertVMI(VMI(ifaces))
+	if err != nil {
+		return RenderResult{}, err
+	}
 	ann, err := Annotations(ifaces, RenderAnnotationBytes)
 	if err != nil {
 		return res, err

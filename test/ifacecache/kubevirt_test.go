@@ -23,7 +23,9 @@ import (
 	"kubevirt.io/kubevirt/pkg/virt-launcher/virtwrap/api"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache/statusmerge"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/kubevirtjson"
 )
 
 const (
@@ -81,7 +83,7 @@ func TestKubeVirtReader_ReadsWhatWriterWrites_ByteForByteAsKubeVirtWouldWrite(t 
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			spec := specIface()
-			_, err := ifacecache.NewWriter(dir, nil).Sync(vmiUID, []kvv1.Interface{spec}, []model.BoundInterface{boundIface(tt.addrs...)}, tt.primary)
+			_, err := ifacecache.NewWriter(dir, nil).Sync(vmiUID, kubevirtjson.Interfaces(t, spec), []model.BoundInterface{boundIface(tt.addrs...)}, tt.primary)
 			require.NoError(t, err)
 
 			got, err := cache.ReadPodInterfaceCache(rootedCacheCreator{dir}, vmiUID, "net1")
@@ -143,7 +145,7 @@ func TestKubeVirtNetStat_ReportsWrittenAddressesForHostdevAlias(t *testing.T) {
 	for _, tt := range stacks {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			_, err := ifacecache.NewWriter(dir, nil).Sync(vmiUID, []kvv1.Interface{specIface()}, []model.BoundInterface{boundIface(tt.addrs...)}, tt.primary)
+			_, err := ifacecache.NewWriter(dir, nil).Sync(vmiUID, kubevirtjson.Interfaces(t, specIface()), []model.BoundInterface{boundIface(tt.addrs...)}, tt.primary)
 			require.NoError(t, err)
 
 			vmi := vmiWithVF()
@@ -211,7 +213,7 @@ func runReports(t *testing.T, cacheDir string, reports [][]api.InterfaceStatus) 
 	// Our merge gets the same cache, read by KubeVirt's reader as virt-handler would.
 	podCache := map[string]ifacecache.PodIfaceCacheData{}
 	if c, err := cache.ReadPodInterfaceCache(creator, vmiUID, "net1"); err == nil {
-		podCache["net1"] = ifacecache.PodIfaceCacheData{Iface: c.Iface, PodIP: c.PodIP, PodIPs: c.PodIPs, State: int(c.State)}
+		podCache["net1"] = ifacecache.PodIfaceCacheData{Iface: mustJSON(t, c.Iface), PodIP: c.PodIP, PodIPs: c.PodIPs, State: int(c.State)}
 	}
 	var previous []kvv1.VirtualMachineInstanceNetworkInterface
 
@@ -226,7 +228,7 @@ func runReports(t *testing.T, cacheDir string, reports [][]api.InterfaceStatus) 
 		for _, r := range report {
 			agent = append(agent, kvv1.VirtualMachineInstanceNetworkInterface{MAC: r.Mac, IP: r.Ip, IPs: r.IPs, InterfaceName: r.InterfaceName})
 		}
-		previous = ifacecache.MergeInterfaceStatus(ifacecache.StatusInputs{
+		previous = statusmerge.MergeInterfaceStatus(statusmerge.StatusInputs{
 			// What KubeVirt's sriovIfacesStatusFromDomainHostDevices derives from the alias.
 			Domain:     []kvv1.VirtualMachineInstanceNetworkInterface{{Name: "net1", MAC: vfMAC, InfoSource: "domain"}},
 			Spec:       vmi.Spec.Domain.Devices.Interfaces,
@@ -265,7 +267,7 @@ func TestDifferential_FlappingGuestAgentReport_UpstreamFlapsOurMergeHoldsTheIP(t
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			if tt.addrs != nil {
-				_, err := ifacecache.NewWriter(dir, nil).Sync(vmiUID, []kvv1.Interface{specIface()}, []model.BoundInterface{boundIface(tt.addrs...)}, model.IPv4)
+				_, err := ifacecache.NewWriter(dir, nil).Sync(vmiUID, kubevirtjson.Interfaces(t, specIface()), []model.BoundInterface{boundIface(tt.addrs...)}, model.IPv4)
 				require.NoError(t, err)
 			}
 			run := runReports(t, dir, reports)
@@ -283,7 +285,7 @@ func TestDifferential_PropertyRandomGuestAgentReports_OurPrimaryIPNeverChanges(t
 	var cacheDirs []string
 	for _, addrs := range [][]string{{ipv4 + "/24"}, {ipv4 + "/24", ipv6 + "/64"}} {
 		dir := t.TempDir()
-		_, err := ifacecache.NewWriter(dir, nil).Sync(vmiUID, []kvv1.Interface{specIface()}, []model.BoundInterface{boundIface(addrs...)}, model.IPv4)
+		_, err := ifacecache.NewWriter(dir, nil).Sync(vmiUID, kubevirtjson.Interfaces(t, specIface()), []model.BoundInterface{boundIface(addrs...)}, model.IPv4)
 		require.NoError(t, err)
 		cacheDirs = append(cacheDirs, dir)
 	}
@@ -316,4 +318,11 @@ func TestDifferential_PropertyRandomGuestAgentReports_OurPrimaryIPNeverChanges(t
 	}
 	t.Logf("seed %d: KubeVirt v1.8 NetStat changed the primary IP in %d of %d sequences; ours in 0", seed, upstreamFlaps, sequences)
 	assert.Positive(t, upstreamFlaps, "the random reports must exercise the upstream flap")
+}
+
+func mustJSON(t testing.TB, v any) json.RawMessage {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	require.NoError(t, err)
+	return raw
 }

@@ -2,6 +2,7 @@
 package model_test
 
 import (
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/kubevirtjson"
 	"strings"
 	"testing"
 
@@ -37,7 +38,7 @@ func TestBuild_PodInterfaceNames_EqualKubeVirtNetworkNameScheme(t *testing.T) {
 			kvv1.Interface{Name: n, Binding: &kvv1.PluginBinding{Name: "sriov-udn"}})
 	}
 	want := namescheme.CreateHashedNetworkNameScheme(vmi.Spec.Networks)
-	got, err := model.Build(vmi, nil, model.Options{BindingName: "sriov-udn"})
+	got, err := model.Build(kubevirtjson.VMI(t, vmi), nil, model.Options{BindingName: "sriov-udn"})
 	assert.NoError(t, err)
 	assert.Len(t, got, 3)
 	for _, bi := range got {
@@ -65,15 +66,18 @@ func TestBuild_OrdinalPodInterfaceNames_EqualKubeVirtOrdinalScheme(t *testing.T)
 	}
 	want := namescheme.CreateOrdinalNetworkNameScheme(vmi.Spec.Networks)
 	snap := &downwardapi.Snapshot{}
+	var kvStatus []nadv1.NetworkStatus // KubeVirt's own type, for its own check
 	for _, n := range vmi.Spec.Networks[1:] {
-		snap.NetworkStatus = append(snap.NetworkStatus, nadv1.NetworkStatus{Name: "ns1/nad-" + n.Name, Interface: want[n.Name]})
+		snap.NetworkStatus = append(snap.NetworkStatus, downwardapi.NetworkStatus{Name: "ns1/nad-" + n.Name, Interface: want[n.Name]})
+		kvStatus = append(kvStatus, nadv1.NetworkStatus{Name: "ns1/nad-" + n.Name, Interface: want[n.Name]})
 	}
-	assert.True(t, namescheme.PodHasOrdinalInterfaceName(snap.NetworkStatus))
-	got, err := model.Build(vmi, snap, model.Options{BindingName: "sriov-udn"})
+	assert.True(t, namescheme.PodHasOrdinalInterfaceName(kvStatus))
+	mvmi := kubevirtjson.VMI(t, vmi)
+	got, err := model.Build(mvmi, snap, model.Options{BindingName: "sriov-udn"})
 	assert.NoError(t, err)
 	assert.Len(t, got, 2)
 	for _, bi := range got {
 		assert.Equal(t, want[bi.Network], bi.PodInterfaceName, "network %q", bi.Network)
 	}
-	assert.Empty(t, model.MissingForCache(vmi, snap, model.Options{BindingName: "sriov-udn"}), "entries found by ordinal name")
+	assert.Empty(t, model.MissingForCache(mvmi, snap, model.Options{BindingName: "sriov-udn"}), "entries found by ordinal name")
 }

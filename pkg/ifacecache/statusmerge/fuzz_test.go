@@ -1,10 +1,11 @@
-package ifacecache
+package statusmerge
 
 import (
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 )
 
@@ -30,7 +31,7 @@ func FuzzMergeInterfaceStatus(f *testing.F) {
 		cached := split(cacheIPs)
 		in := StatusInputs{
 			Domain:     []netIface{domainIface("net1", mac1)},
-			PodCache:   map[string]PodIfaceCacheData{"net1": {PodIPs: cached}},
+			PodCache:   map[string]ifacecache.PodIfaceCacheData{"net1": {PodIPs: cached}},
 			GuestAgent: []netIface{agentIface(agentMAC, "eth1", split(agentIPs)...)},
 			Previous:   []netIface{{Name: "net1", MAC: mac1, IPs: split(prevIPs)}},
 			Primary:    primary,

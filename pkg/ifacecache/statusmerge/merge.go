@@ -1,6 +1,8 @@
-package ifacecache
+package statusmerge
 
 import (
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache"
+
 	"net/netip"
 	"slices"
 	"strings"
@@ -31,7 +33,7 @@ type StatusInputs struct {
 	// addresses are dropped, as KubeVirt does).
 	Spec []kvv1.Interface
 	// PodCache holds the pod interface cache entries by VMI interface name.
-	PodCache map[string]PodIfaceCacheData
+	PodCache map[string]ifacecache.PodIfaceCacheData
 	// GuestAgent is domain.status.interfaces as reported by the guest agent, one item per guest
 	// interface with MAC, IP, IPs and InterfaceName set (api.InterfaceStatus Mac, Ip, IPs,
 	// InterfaceName).

@@ -1,6 +1,8 @@
-package ifacecache
+package statusmerge
 
 import (
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache"
+
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -38,8 +40,8 @@ func agentIface(mac, guestName string, ips ...string) netIface {
 
 func TestMergeInterfaceStatus_Rules(t *testing.T) {
 	net1 := domainIface("net1", mac1)
-	cacheV4 := map[string]PodIfaceCacheData{"net1": {PodIP: v4, PodIPs: []string{v4}}}
-	cacheDual := map[string]PodIfaceCacheData{"net1": {PodIP: v4, PodIPs: []string{v4, v6}}}
+	cacheV4 := map[string]ifacecache.PodIfaceCacheData{"net1": {PodIP: v4, PodIPs: []string{v4}}}
+	cacheDual := map[string]ifacecache.PodIfaceCacheData{"net1": {PodIP: v4, PodIPs: []string{v4, v6}}}
 
 	tests := []struct {
 		name       string
@@ -112,14 +114,14 @@ func TestMergeInterfaceStatus_Rules(t *testing.T) {
 		{
 			name: "cache with only the non-primary family leads with it",
 			in: StatusInputs{Domain: []netIface{net1}, Primary: model.IPv4,
-				PodCache:   map[string]PodIfaceCacheData{"net1": {PodIP: v6, PodIPs: []string{v6}}},
+				PodCache:   map[string]ifacecache.PodIfaceCacheData{"net1": {PodIP: v6, PodIPs: []string{v6}}},
 				GuestAgent: []netIface{agentIface(mac1, "eth1", v4)}},
 			wantIPs: []string{v6, v4}, wantSource: "domain, guest-agent",
 		},
 		{
 			name: "cache entry with podIP only",
 			in: StatusInputs{Domain: []netIface{net1},
-				PodCache: map[string]PodIfaceCacheData{"net1": {PodIP: v4}}},
+				PodCache: map[string]ifacecache.PodIfaceCacheData{"net1": {PodIP: v4}}},
 			wantIPs: []string{v4}, wantSource: "domain",
 		},
 		{
@@ -199,7 +201,7 @@ func TestMergeInterfaceStatus_AgentEntryBelongsToFirstDomainInterfaceWithItsMAC(
 func TestMergeInterfaceStatus_DoesNotModifyInputs(t *testing.T) {
 	in := StatusInputs{
 		Domain:     []netIface{{Name: "net1", MAC: mac1, IP: "1.1.1.1", IPs: []string{"1.1.1.1"}}},
-		PodCache:   map[string]PodIfaceCacheData{"net1": {PodIP: v4, PodIPs: []string{v4}}},
+		PodCache:   map[string]ifacecache.PodIfaceCacheData{"net1": {PodIP: v4, PodIPs: []string{v4}}},
 		GuestAgent: []netIface{agentIface(mac1, "eth1", lla, "2001:db8::1")},
 		Previous:   []netIface{{Name: "net1", MAC: mac1, IPs: []string{v4, "2001:db8::2"}}},
 		Spec:       []kvv1.Interface{{Name: "net1", InterfaceBindingMethod: kvv1.InterfaceBindingMethod{Masquerade: &kvv1.InterfaceMasquerade{}}}},
@@ -228,9 +230,9 @@ func flappingReport() [][]netIface {
 func TestMergeInterfaceStatus_FlappingReport_PrimaryIPNeverChanges(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		cache map[string]PodIfaceCacheData
+		cache map[string]ifacecache.PodIfaceCacheData
 	}{
-		{"with pod cache entry", map[string]PodIfaceCacheData{"net1": {PodIP: v4, PodIPs: []string{v4}}}},
+		{"with pod cache entry", map[string]ifacecache.PodIfaceCacheData{"net1": {PodIP: v4, PodIPs: []string{v4}}}},
 		{"guest agent only", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -283,7 +285,7 @@ func routableFamily(ips []string, is4 bool) bool {
 func TestMergeInterfaceStatus_PropertyRandomAgentReports(t *testing.T) {
 	const seed, sequences, steps = 20261129, 2000, 12
 	r := rand.New(rand.NewPCG(seed, seed))
-	caches := []PodIfaceCacheData{
+	caches := []ifacecache.PodIfaceCacheData{
 		{PodIP: v4, PodIPs: []string{v4}},
 		{PodIP: v6, PodIPs: []string{v6}},
 		{PodIP: v4, PodIPs: []string{v4, v6}},
@@ -291,7 +293,7 @@ func TestMergeInterfaceStatus_PropertyRandomAgentReports(t *testing.T) {
 	}
 	for seq := range sequences {
 		primary := []model.Family{model.IPv4, model.IPv6}[r.IntN(2)]
-		cache := map[string]PodIfaceCacheData{"net1": caches[r.IntN(len(caches))]}
+		cache := map[string]ifacecache.PodIfaceCacheData{"net1": caches[r.IntN(len(caches))]}
 		domain := []netIface{domainIface("net1", mac1), domainIface("net2", mac2)}
 		var previous []netIface
 		seen4, seen6 := map[string]bool{}, map[string]bool{}
@@ -339,11 +341,11 @@ func TestMergeInterfaceStatus_PropertyRandomAgentReports(t *testing.T) {
 }
 
 func BenchmarkMergeInterfaceStatus_64Interfaces(b *testing.B) {
-	in := StatusInputs{PodCache: map[string]PodIfaceCacheData{}, Primary: model.IPv4}
+	in := StatusInputs{PodCache: map[string]ifacecache.PodIfaceCacheData{}, Primary: model.IPv4}
 	for i := range 64 {
 		name, mac := fmt.Sprintf("net%d", i), fmt.Sprintf("02:00:00:00:01:%02x", i)
 		in.Domain = append(in.Domain, domainIface(name, mac))
-		in.PodCache[name] = PodIfaceCacheData{PodIP: v4, PodIPs: []string{v4, v6}}
+		in.PodCache[name] = ifacecache.PodIfaceCacheData{PodIP: v4, PodIPs: []string{v4, v6}}
 		in.GuestAgent = append(in.GuestAgent, agentIface(mac, "eth", v4, lla))
 	}
 	b.ReportAllocs()
