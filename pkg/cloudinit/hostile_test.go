@@ -2,6 +2,7 @@ package cloudinit
 
 import (
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -144,7 +145,7 @@ func TestRender_HostileStringsInNonDNSFields_GiveSafeOutputWithOnlyOurKeys(t *te
 
 func TestRender_HostileDNSSearchDomain_IsAnErrorNamingTheInterface(t *testing.T) {
 	for _, s := range hostileStrings {
-		if dnsName.MatchString(s) && len(s) <= 253 {
+		if isDNSName(s) && len(s) <= 253 {
 			continue // a valid domain name, e.g. "eth0"
 		}
 		for _, field := range []string{"Search", "Domain"} {
@@ -250,4 +251,18 @@ func renderAllForms(t *testing.T, ifaces []model.BoundInterface, users map[strin
 	outputs["merge-json"], err = MergeNetworkDataJSON(users["json"], ifaces)
 	require.NoError(t, err)
 	return outputs
+}
+
+// dnsNamePattern is the regexp isDNSName replaces; kept here as its oracle.
+var dnsNamePattern = regexp.MustCompile(`^([a-zA-Z0-9_]([a-zA-Z0-9_-]{0,61}[a-zA-Z0-9_])?)(\.[a-zA-Z0-9_]([a-zA-Z0-9_-]{0,61}[a-zA-Z0-9_])?)*\.?$`)
+
+func FuzzIsDNSName_AgreesWithTheRFC1123Pattern(f *testing.F) {
+	for _, s := range []string{"", ".", "a", "a.", "a..b", "-a", "a-", "a_b.c-d.example", "x\ny", strings.Repeat("a", 63), strings.Repeat("a", 64), "a." + strings.Repeat("b", 63) + ".", "ä.example"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := isDNSName(s), dnsNamePattern.MatchString(s); got != want {
+			t.Fatalf("isDNSName(%q) = %v, the pattern says %v", s, got, want)
+		}
+	})
 }

@@ -90,10 +90,29 @@ func guestName(vmiIface string) string {
 	return "vf" + hex.EncodeToString(sum[:])[:11]
 }
 
-// dnsName is what we accept as a search domain: RFC 1123 labels (plus "_"), so that a value can never carry
-// separators into the files cloud-init renders (resolv.conf, ifcfg, .network) even though our YAML/JSON
-// quoting is safe.
-var dnsName = regexp.MustCompile(`^([a-zA-Z0-9_]([a-zA-Z0-9_-]{0,61}[a-zA-Z0-9_])?)(\.[a-zA-Z0-9_]([a-zA-Z0-9_-]{0,61}[a-zA-Z0-9_])?)*\.?$`)
+// isDNSName is what we accept as a search domain: RFC 1123 labels (plus "_") of 1-63 characters that
+// neither start nor end with "-", dot-separated, with an optional final dot, so that a value can never
+// carry separators into the files cloud-init renders (resolv.conf, ifcfg, .network) even though our
+// YAML/JSON quoting is safe. Written by hand rather than as a regexp: the equivalent pattern's
+// {0,61} repetitions cost 114 KiB and 0.25 ms at every sidecar start (test/bench).
+func isDNSName(s string) bool {
+	s = strings.TrimSuffix(s, ".")
+	if s == "" {
+		return false
+	}
+	for label := range strings.SplitSeq(s, ".") {
+		if len(label) == 0 || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}
 
 func checkAddr(a netip.Addr) error {
 	switch {
@@ -226,7 +245,7 @@ func planNIC(b *model.BoundInterface) (nicPlan, error) {
 		}
 		seenDomain := map[string]bool{}
 		for _, d := range domains {
-			if len(d) > 253 || !dnsName.MatchString(d) {
+			if len(d) > 253 || !isDNSName(d) {
 				return p, fmt.Errorf("DNS search domain %q is not a valid domain name", d)
 			}
 			if !seenDomain[d] {
