@@ -53,7 +53,6 @@ func FuzzBuild(f *testing.F) {
 		t.Logf("Build: %d interfaces, error: %v", len(got), err)
 		_ = model.MissingForCloudInit(vmi, snap, o)
 		_ = model.MissingForDomain(vmi, snap, o, func(string) bool { return false })
-		_ = model.MissingForCache(vmi, snap, o)
 		if err != nil {
 			if got != nil {
 				t.Fatalf("Build returned interfaces and an error %v", err)

@@ -60,22 +60,6 @@ func MissingForDomain(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, o
 	return out
 }
 
-// MissingForCache lists the bound interfaces whose network-status or pod-networks entry has not
-// arrived: the interface cache records the addresses those entries carry.
-func MissingForCache(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) []downwardapi.Missing {
-	ds, err := build(vmi, snap, opts)
-	if err != nil {
-		return nil
-	}
-	var out []downwardapi.Missing
-	for _, d := range ds {
-		if !d.hasNetworkStatus && !d.hasPodNetworks {
-			out = append(out, missingEntry(d))
-		}
-	}
-	return out
-}
-
 func missingEntry(d derived) downwardapi.Missing {
 	return downwardapi.Missing{
 		Interface: d.Name,

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
@@ -91,15 +90,6 @@ func TestMissingForDomain(t *testing.T) {
 			assert.Equal(t, tc.want, names)
 		})
 	}
-}
-
-func TestMissingForCache_ReportsInterfacesWithoutEntry(t *testing.T) {
-	vmi := newVMI(bound("a", "sriov-a"), bound("b", "sriov-b"))
-	snap := &downwardapi.Snapshot{PodNetworks: podNetworks(t, `{"ns1/sriov-a":{"ip_addresses":["10.0.0.5/24"],"mac_address":"02:00:00:00:00:0a"}}`)}
-	got := model.MissingForCache(vmi, snap, opts())
-	require.Len(t, got, 1)
-	assert.Equal(t, "b", got[0].Interface)
-	assert.Empty(t, model.MissingForCache(vmi, &downwardapi.Snapshot{Problems: []error{assert.AnError}}, opts()))
 }
 
 func TestBoundInterfaceNames_SpecOrderOnlyOursNotAbsent(t *testing.T) {

@@ -79,5 +79,5 @@ func TestBuild_OrdinalPodInterfaceNames_EqualKubeVirtOrdinalScheme(t *testing.T)
 	for _, bi := range got {
 		assert.Equal(t, want[bi.Network], bi.PodInterfaceName, "network %q", bi.Network)
 	}
-	assert.Empty(t, model.MissingForCache(mvmi, snap, model.Options{BindingName: "sriov-udn"}), "entries found by ordinal name")
+	assert.Empty(t, model.MissingForCloudInit(mvmi, snap, model.Options{BindingName: "sriov-udn"}), "entries found by ordinal name")
 }
