@@ -2,6 +2,7 @@
 package model_test
 
 import (
+	"fmt"
 	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/kubevirtjson"
 	"strings"
 	"testing"
@@ -67,8 +68,8 @@ func TestBuild_OrdinalPodInterfaceNames_EqualKubeVirtOrdinalScheme(t *testing.T)
 	want := namescheme.CreateOrdinalNetworkNameScheme(vmi.Spec.Networks)
 	snap := &downwardapi.Snapshot{}
 	var kvStatus []nadv1.NetworkStatus // KubeVirt's own type, for its own check
-	for _, n := range vmi.Spec.Networks[1:] {
-		snap.NetworkStatus = append(snap.NetworkStatus, downwardapi.NetworkStatus{Name: "ns1/nad-" + n.Name, Interface: want[n.Name]})
+	for i, n := range vmi.Spec.Networks[1:] {
+		snap.NetworkStatus = append(snap.NetworkStatus, downwardapi.NetworkStatus{Name: "ns1/nad-" + n.Name, Interface: want[n.Name], Mac: fmt.Sprintf("02:00:00:00:00:%02x", i+1)})
 		kvStatus = append(kvStatus, nadv1.NetworkStatus{Name: "ns1/nad-" + n.Name, Interface: want[n.Name]})
 	}
 	assert.True(t, namescheme.PodHasOrdinalInterfaceName(kvStatus))
