@@ -232,12 +232,26 @@ func render(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, opts 
 	out.DomainDevices = string(dom)
 
 	userNoCloud, userConfigDrive := userNetworkData(vmi)
-	nc, err := cloudinit.MergeNoCloud([]byte(userNoCloud), ifaces)
+	var fallback []model.BoundInterface
+	if fb, err := model.FallbackInterface(vmi, opts.BindingName); err != nil {
+		return nil, err
+	} else if fb != nil {
+		fallback = append(fallback, *fb)
+	}
+	ncIfaces, err := cloudinit.WithFallback(ifaces, userNoCloud, fallback...)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := cloudinit.MergeNoCloud([]byte(userNoCloud), ncIfaces)
 	if err != nil {
 		return nil, err
 	}
 	out.NoCloudNetwork = string(nc)
-	cd, err := cloudinit.MergeNetworkDataJSON([]byte(userConfigDrive), ifaces)
+	cdIfaces, err := cloudinit.WithFallback(ifaces, userConfigDrive, fallback...)
+	if err != nil {
+		return nil, err
+	}
+	cd, err := cloudinit.MergeNetworkDataJSON([]byte(userConfigDrive), cdIfaces)
 	if err != nil {
 		return nil, err
 	}

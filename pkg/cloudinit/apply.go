@@ -35,7 +35,12 @@ const minimalUserData = "#cloud-config\n"
 // VolumeName, fields of newer KubeVirt versions) is passed back as it came.
 // With no ifaces the data passes through unchanged, except that an empty UserData becomes
 // "#cloud-config\n": returned as is, KubeVirt would reject it and lose the metadata (see minimalUserData).
-func Apply(cloudInitData []byte, ifaces []model.BoundInterface) (newData []byte, noCloudSourceJSON []byte, err error) {
+//
+// fallback is the NIC cloud-init's DHCP fallback would have configured (model.FallbackInterface): when
+// the user gave no networkData, our config replaces that fallback, so it is configured by DHCP here too;
+// without a MAC it cannot be matched and Apply refuses, naming the interface, rather than leave the
+// guest's pod network down.
+func Apply(cloudInitData []byte, ifaces []model.BoundInterface, fallback ...model.BoundInterface) (newData []byte, noCloudSourceJSON []byte, err error) {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(cloudInitData, &obj); err != nil {
 		return nil, nil, fmt.Errorf("cloudInitData: not a JSON object: %w", err)
@@ -59,6 +64,13 @@ func Apply(cloudInitData []byte, ifaces []model.BoundInterface) (newData []byte,
 		obj[userKey], changed = userData, true
 	}
 	if len(ifaces) > 0 {
+		var user string
+		if !isEmptyJSONString(networkData) {
+			_ = json.Unmarshal(networkData, &user) // a non-string is reported by mergeNetworkData
+		}
+		if ifaces, err = WithFallback(ifaces, user, fallback...); err != nil {
+			return nil, nil, err
+		}
 		merged, err := mergeNetworkData(obj, networkData, ifaces)
 		if err != nil {
 			return nil, nil, err
@@ -149,6 +161,24 @@ func encodeObject(obj map[string]json.RawMessage) ([]byte, error) {
 }
 
 // isEmptyJSONString reports whether a string field validated by stringField is absent, null or "".
+// WithFallback returns ifaces plus the fallback NICs (model.FallbackInterface), first, when the user
+// gave no networkData: our config then replaces cloud-init's DHCP fallback, so it must configure those
+// NICs too. A fallback NIC without a MAC cannot be matched: that is an error naming it.
+func WithFallback(ifaces []model.BoundInterface, userNetworkData string, fallback ...model.BoundInterface) ([]model.BoundInterface, error) {
+	if len(fallback) == 0 || len(ifaces) == 0 || strings.TrimSpace(userNetworkData) != "" {
+		return ifaces, nil
+	}
+	for _, fb := range fallback {
+		if fb.MAC == nil {
+			return nil, fmt.Errorf("interface %q (pod network) has no macAddress: the VMI gives no networkData, so "+
+				"cloud-init would configure that NIC by DHCP, but the network config written for the SR-IOV interfaces "+
+				"replaces that fallback and can match a NIC only by MAC; set macAddress on interface %q, or give "+
+				"networkData in the cloud-init volume", fb.Name, fb.Name)
+		}
+	}
+	return append(append(make([]model.BoundInterface, 0, len(fallback)+len(ifaces)), fallback...), ifaces...), nil
+}
+
 func isEmptyJSONString(raw json.RawMessage) bool {
 	return raw == nil || string(raw) == "null" || string(raw) == `""`
 }

@@ -2,10 +2,13 @@ package cloudinit
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 )
 
 // kubevirtCloudInitData mirrors the wire form of KubeVirt's cloudinit.CloudInitData
@@ -148,4 +151,52 @@ func assertUnchangedExcept(t *testing.T, in, out string, changed ...string) {
 	for k, v := range a {
 		assert.True(t, jsonEqual(v, b[k]), "field %s: %s became %s", k, v, b[k])
 	}
+}
+
+// Any network config we write replaces cloud-init's DHCP fallback (stages.py uses the datasource's
+// config whenever there is one), so with no user networkData the pod-network NIC must be in ours.
+func TestApply_NoUserNetworkData_PodNICGetsTheDHCPTheFallbackWouldHaveGiven(t *testing.T) {
+	podNIC := model.BoundInterface{Name: "default", Network: "default", MAC: mac("02:00:00:00:00:0a"), MACSource: model.MACFromVMI, DHCP: true}
+	tests := []struct {
+		name      string
+		input     string
+		fallback  []model.BoundInterface
+		wantPod   bool
+		wantError string
+	}{
+		{"noCloud without networkData", noCloudInput, []model.BoundInterface{podNIC}, true, ""},
+		{"configDrive without networkData", configDriveInput, []model.BoundInterface{podNIC}, true, ""},
+		{"user networkData configures the guest", `{"DataSource":"noCloud","NoCloudMetaData":{"instance-id":"i"},"UserData":"#cloud-config\n","NetworkData":"version: 2\nethernets:\n  eth0:\n    dhcp4: true\n"}`, []model.BoundInterface{podNIC}, false, ""},
+		{"blank networkData counts as none", `{"DataSource":"noCloud","NoCloudMetaData":{"instance-id":"i"},"UserData":"#cloud-config\n","NetworkData":"  \n"}`, []model.BoundInterface{podNIC}, true, ""},
+		{"no pod NIC", noCloudInput, nil, false, ""},
+		{"pod NIC without MAC", noCloudInput, []model.BoundInterface{{Name: "default", Network: "default", DHCP: true}}, false, `interface "default" (pod network) has no macAddress`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, _, err := Apply([]byte(tc.input), mergeIfaces(), tc.fallback...)
+			if tc.wantError != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.wantError)
+				assert.Contains(t, err.Error(), "set macAddress")
+				return
+			}
+			require.NoError(t, err)
+			var got kubevirtCloudInitData
+			require.NoError(t, json.Unmarshal(out, &got))
+			assert.Equal(t, tc.wantPod, strings.Contains(got.NetworkData, "02:00:00:00:00:0a"), got.NetworkData)
+			for _, ours := range mergeIfaces() {
+				assert.Contains(t, got.NetworkData, ours.MAC.String(), "our NICs are always there")
+			}
+		})
+	}
+}
+
+func TestGuestName_NamesTheKernelRefusesAreHashed(t *testing.T) {
+	for _, name := range []string{"default", "all"} {
+		got := guestName(name)
+		assert.NotEqual(t, name, got, "`ip link set X name %s` fails with EINVAL", name)
+		assert.Regexp(t, `^vf[0-9a-f]{11}$`, got)
+	}
+	assert.Equal(t, "defaults", guestName("defaults"), "only the exact reserved names")
+	assert.Equal(t, "sriov-l2", guestName("sriov-l2"))
 }

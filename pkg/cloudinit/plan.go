@@ -75,11 +75,13 @@ func (p *nicPlan) hasFamily(f model.Family) bool {
 
 // Guest interface names: Linux allows 15 bytes (IFNAMSIZ-1). We keep the VMI interface name when it is
 // short and made of safe characters, so the guest NIC is recognisable; otherwise, or when it looks like a
-// name the kernel or udev hands out (eth0, ens3, enp1s0, ...), which a rename could collide with, the name
-// is "vf" + 11 hex digits of sha256(VMI interface name): stable across restarts and migrations.
+// name the kernel or udev hands out (eth0, ens3, enp1s0, ...), which a rename could collide with, or one
+// the kernel refuses ("default" and "all" name the sysctl directories net.ipv4.conf.{all,default}:
+// `ip link set X name default` fails with EINVAL), the name is "vf" + 11 hex digits of
+// sha256(VMI interface name): stable across restarts and migrations.
 var (
 	safeIfname   = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_-]{0,14}$`)
-	kernelIfname = regexp.MustCompile(`^(eth|en|wl|ww|ib|sl|lo$|bond|veth|tap|tun|br)`)
+	kernelIfname = regexp.MustCompile(`^(eth|en|wl|ww|ib|sl|lo$|bond|veth|tap|tun|br|all$|default$)`)
 )
 
 func guestName(vmiIface string) string {

@@ -140,7 +140,15 @@ func (b *Binding) PreCloudInitIso(ctx context.Context, vmiJSON, cloudInitData, n
 	if err != nil {
 		return nil, nil, status.Errorf(codes.FailedPrecondition, "PreCloudInitIso: %v", err)
 	}
-	data, source, err := cloudinit.Apply(cloudInitData, ifaces)
+	var fallback []model.BoundInterface
+	fb, err := model.FallbackInterface(vmi, b.cfg.Options.BindingName)
+	if err != nil {
+		return nil, nil, status.Errorf(codes.InvalidArgument, "PreCloudInitIso: %v", err)
+	}
+	if fb != nil {
+		fallback = append(fallback, *fb)
+	}
+	data, source, err := cloudinit.Apply(cloudInitData, ifaces, fallback...)
 	if err != nil {
 		return nil, nil, status.Errorf(codes.InvalidArgument, "PreCloudInitIso: %v", err)
 	}

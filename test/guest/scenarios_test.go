@@ -116,6 +116,9 @@ func buildScenarios(userData string) ([]scenario, error) {
 				checkCloudInitClean(t, r, datasourceNoCld)
 				checkAddresses(t, r, secondaryMAC, "10.200.0.5/24", "fd10:200::5/64")
 				checkNoDefaultRoute(t, r, secondaryMAC)
+				// No user networkData: our config replaces cloud-init's DHCP fallback, so the pod
+				// NIC must still get its DHCP from it.
+				checkDHCP(t, r, podNICMAC)
 			},
 		},
 		{
