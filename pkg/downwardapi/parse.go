@@ -47,7 +47,7 @@ func ParseNetworkInfo(source string, data []byte) (*NetworkInfo, error) {
 		}
 		seen[iface.Network] = true
 		if iface.Mac != "" {
-			if err := validateMAC(iface.Mac); err != nil {
+			if err := validateHardwareAddr(iface.Mac); err != nil {
 				return nil, &FieldError{Source: source, Key: key, Field: field("mac"), Err: err}
 			}
 		}
@@ -135,7 +135,7 @@ func ParseNetworkStatus(data []byte) ([]NetworkStatus, error) {
 			}
 		}
 		if st.Mac != "" {
-			if err := validateMAC(st.Mac); err != nil {
+			if err := validateHardwareAddr(st.Mac); err != nil {
 				return nil, fail("mac", err)
 			}
 		}
@@ -306,6 +306,18 @@ func parsePrefix(s string) (netip.Prefix, error) {
 	return p, nil
 }
 
+// validateHardwareAddr accepts any link-layer address net.ParseMAC does (EUI-48, EUI-64, 20-byte
+// IPoIB): network-status and network-info list every network of the pod, not only ours, and an
+// InfiniBand secondary network must not make the whole annotation unusable. Whether a MAC fits a
+// guest Ethernet NIC is pkg/model's check, for the interfaces bound to us.
+func validateHardwareAddr(s string) error {
+	if _, err := net.ParseMAC(s); err != nil {
+		return fmt.Errorf("invalid MAC %s", quote(s))
+	}
+	return nil
+}
+
+// validateMAC accepts a 48-bit Ethernet MAC, as OVN-Kubernetes writes in pod-networks.
 func validateMAC(s string) error {
 	hw, err := net.ParseMAC(s)
 	if err != nil || len(hw) != 6 {

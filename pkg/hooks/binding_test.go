@@ -228,3 +228,26 @@ func FuzzBinding_HooksNeverPanic(f *testing.F) {
 		_, _ = b.OnDefineDomain(context.Background(), []byte(vmiJSON), []byte(domainXML))
 	})
 }
+
+// network-status lists every network of the pod. An InfiniBand secondary network reports a 20-byte
+// IPoIB hardware address; it is not ours and must not stop our interfaces (DESIGN.md s.4: interfaces
+// not bound to us are never touched).
+func TestBinding_UnrelatedIPoIBNetworkInNetworkStatus_DoesNotBreakOurInterfaces(t *testing.T) {
+	annotations, vmi := loadSample(t)
+	var statuses []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(annotations["k8s.v1.cni.cncf.io/network-status"]), &statuses))
+	statuses = append(statuses, map[string]any{
+		"name": "tenant-a/ib", "interface": "pod7d7c2c2b1aa",
+		"mac": "00:00:04:a5:fe:80:00:00:00:00:00:00:00:02:c9:03:00:0f:6b:01",
+	})
+	raw, err := json.Marshal(statuses)
+	require.NoError(t, err)
+	b := newTestBinding(t, with(annotations, "k8s.v1.cni.cncf.io/network-status", string(raw)), nil)
+
+	data, _, err := b.PreCloudInitIso(context.Background(), vmi, []byte(noCloudInput), nil)
+	require.NoError(t, err)
+	assert.Contains(t, string(data), "02:00:00:aa:01:01")
+	out, err := b.OnDefineDomain(context.Background(), vmi, []byte("<domain><devices></devices></domain>"))
+	require.NoError(t, err)
+	assert.Contains(t, string(out), "ua-sriov-sriov-l2")
+}
