@@ -31,7 +31,6 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), helpOut io
 	var cfg config
 	fs := flag.NewFlagSet("sriov-udn-binding", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	var envErrs []error
 	str := func(p *string, name, env, def, usage string) {
 		if v, ok := lookupEnv(env); ok {
 			def = v
@@ -46,19 +45,20 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), helpOut io
 	str(&cfg.ifaceCacheDir, "iface-cache-dir", "IFACE_CACHE_DIR", "/var/run/kubevirt-hooks/ifacecache", "where PodIfaceCacheData files are written (<dir>/<vmi-uid>/<iface>)")
 
 	waitDef := 45 * time.Second
+	var waitEnvErr error
 	if v, ok := lookupEnv("WAIT_TIMEOUT"); ok {
 		d, err := time.ParseDuration(v)
 		if err != nil {
-			envErrs = append(envErrs, fmt.Errorf("invalid WAIT_TIMEOUT %q: %w", v, err))
+			waitEnvErr = fmt.Errorf("invalid WAIT_TIMEOUT %q: %w", v, err)
 		} else {
 			waitDef = d
 		}
 	}
 	fs.DurationVar(&cfg.waitTimeout, "wait-timeout", waitDef, "how long a hook waits for DownwardAPI data (env WAIT_TIMEOUT); keep under the 1 min hook deadline")
 
-	levelDef := "info"
+	levelDef, levelSource := "info", "--log-level"
 	if v, ok := lookupEnv("LOG_LEVEL"); ok {
-		levelDef = v
+		levelDef, levelSource = v, "LOG_LEVEL"
 	}
 	var level string
 	fs.StringVar(&level, "log-level", levelDef, "log level: debug, info, warn, error (env LOG_LEVEL)")
@@ -73,14 +73,20 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), helpOut io
 		}
 		return cfg, err
 	}
-	if len(envErrs) > 0 {
-		return cfg, errors.Join(envErrs...)
+	// A flag on the command line wins over its environment twin, even a malformed one.
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if waitEnvErr != nil && !set["wait-timeout"] {
+		return cfg, waitEnvErr
+	}
+	if set["log-level"] {
+		levelSource = "--log-level"
 	}
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if err := cfg.logLevel.UnmarshalText([]byte(level)); err != nil {
-		return cfg, fmt.Errorf("invalid --log-level %q: want debug, info, warn or error", level)
+		return cfg, fmt.Errorf("invalid %s %q: want debug, info, warn or error", levelSource, level)
 	}
 	if cfg.waitTimeout <= 0 || cfg.waitTimeout >= time.Minute {
 		return cfg, fmt.Errorf("invalid --wait-timeout %s: must be above 0 and below virt-launcher's 1m hook deadline", cfg.waitTimeout)

@@ -47,6 +47,14 @@ func TestParseFlags_FlagBeatsEnvBeatsDefault(t *testing.T) {
 	assert.Equal(t, slog.LevelDebug, cfg.logLevel)
 }
 
+func TestParseFlags_ExplicitFlagWinsOverMalformedEnvTwin(t *testing.T) {
+	cfg, err := parseFlags([]string{"--wait-timeout", "30s", "--log-level", "debug"},
+		envFrom(map[string]string{"WAIT_TIMEOUT": "45", "LOG_LEVEL": "verbose"}), &bytes.Buffer{})
+	require.NoError(t, err, "restartPolicy Never: a stray env value must not fail a sidecar whose flags are right")
+	assert.Equal(t, 30*time.Second, cfg.waitTimeout)
+	assert.Equal(t, slog.LevelDebug, cfg.logLevel)
+}
+
 func TestParseFlags_BadValuesGiveOneClearError(t *testing.T) {
 	tests := []struct {
 		name string
@@ -59,6 +67,7 @@ func TestParseFlags_BadValuesGiveOneClearError(t *testing.T) {
 		{"timeout above hook deadline", []string{"--wait-timeout", "2m"}, nil, "below virt-launcher's 1m hook deadline"},
 		{"zero timeout", []string{"--wait-timeout", "0s"}, nil, "must be above 0"},
 		{"bad env duration", nil, map[string]string{"WAIT_TIMEOUT": "x"}, "invalid WAIT_TIMEOUT \"x\""},
+		{"bad env level names the env", nil, map[string]string{"LOG_LEVEL": "verbose"}, "invalid LOG_LEVEL \"verbose\""},
 		{"bad level", []string{"--log-level", "loud"}, nil, "invalid --log-level \"loud\""},
 		{"empty binding", []string{"--binding-name", " "}, nil, "invalid --binding-name: must not be empty"},
 		{"stray argument", []string{"extra"}, nil, "unexpected argument \"extra\""},

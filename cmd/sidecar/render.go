@@ -35,12 +35,18 @@ const maxInputSize = 8 << 20
 type rendered struct {
 	VMI            string                     `json:"vmi"`
 	Binding        string                     `json:"binding"`
-	Interfaces     []model.BoundInterface     `json:"interfaces"`
+	Interfaces     []renderedInterface        `json:"interfaces"`
 	Missing        []string                   `json:"missing,omitempty"`
 	DomainDevices  string                     `json:"domainDevices"`
 	NoCloudNetwork string                     `json:"noCloudNetworkConfig"`
 	ConfigDriveNet string                     `json:"configDriveNetworkData"`
 	InterfaceCache map[string]json.RawMessage `json:"interfaceCache"`
+}
+
+// renderedInterface shows a BoundInterface with its MAC as text (net.HardwareAddr would marshal as base64).
+type renderedInterface struct {
+	model.BoundInterface
+	MAC string `json:"MAC,omitempty"`
 }
 
 // runRender is the operator's debugging tool: given a pod (kubectl get pod -o json) or a pod-info
@@ -217,7 +223,13 @@ func render(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, opts 
 	if err != nil {
 		return nil, err
 	}
-	out.Interfaces = ifaces
+	for _, i := range ifaces {
+		view := renderedInterface{BoundInterface: i}
+		if i.MAC != nil {
+			view.MAC = i.MAC.String()
+		}
+		out.Interfaces = append(out.Interfaces, view)
+	}
 	if len(ifaces) == 0 {
 		return out, nil
 	}

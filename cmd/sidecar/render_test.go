@@ -38,6 +38,7 @@ func TestRender_JSONFormatIsMachineReadable(t *testing.T) {
 	var r rendered
 	require.NoError(t, json.Unmarshal(out.Bytes(), &r))
 	assert.Len(t, r.Interfaces, 2)
+	assert.Equal(t, "02:00:00:aa:01:01", r.Interfaces[0].MAC, "MACs as text, not base64")
 	assert.Empty(t, r.Missing)
 	assert.Len(t, r.InterfaceCache, 2)
 	assert.Contains(t, r.NoCloudNetwork, `"version": 1`, "NoCloud config is JSON, which is YAML too (pkg/cloudinit doc.go)")

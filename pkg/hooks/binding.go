@@ -236,7 +236,9 @@ func (b *Binding) syncCache(vmi *model.VirtualMachineInstance, snap *downwardapi
 }
 
 // RefreshCache writes the interface cache whenever a hook call brings the VMI or the annotations
-// change (hotplugged NICs, IP changes), until ctx ends. It is the only writer of the cache.
+// change (IP changes), until ctx ends. It is the only writer of the cache. It knows the VMI only
+// from hook calls: an interface hot-plugged without a new hook call is not seen (nor wired: the
+// hostdev too comes from OnDefineDomain). A panic in one refresh is logged, not fatal.
 func (b *Binding) RefreshCache(ctx context.Context) {
 	if b.cfg.Cache == nil {
 		return
@@ -260,16 +262,26 @@ func (b *Binding) RefreshCache(ctx context.Context) {
 		case <-b.kick:
 		case <-changed:
 		}
-		vmi := b.current()
-		if vmi == nil {
-			continue // no hook call yet: the VMI is unknown
-		}
-		snap := b.cfg.Snapshots.Snapshot()
-		ifaces, err := model.Build(vmi, snap, b.cfg.Options)
-		if err != nil {
-			b.log.Warn("interface cache not refreshed", "generation", snap.Generation, "error", err.Error())
-			continue
-		}
-		b.syncCache(vmi, snap, ifaces)
+		b.refreshOnce()
 	}
+}
+
+func (b *Binding) refreshOnce() {
+	// The pod has restartPolicy Never: nothing in this goroutine may take the sidecar down.
+	defer func() {
+		if r := recover(); r != nil {
+			b.log.Error("panic while refreshing the interface cache", "panic", fmt.Sprint(r))
+		}
+	}()
+	vmi := b.current()
+	if vmi == nil {
+		return // no hook call yet: the VMI is unknown
+	}
+	snap := b.cfg.Snapshots.Snapshot()
+	ifaces, err := model.Build(vmi, snap, b.cfg.Options)
+	if err != nil {
+		b.log.Warn("interface cache not refreshed", "generation", snap.Generation, "error", err.Error())
+		return
+	}
+	b.syncCache(vmi, snap, ifaces)
 }

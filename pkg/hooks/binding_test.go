@@ -251,3 +251,46 @@ func TestBinding_UnrelatedIPoIBNetworkInNetworkStatus_DoesNotBreakOurInterfaces(
 	require.NoError(t, err)
 	assert.Contains(t, string(out), "ua-sriov-sriov-l2")
 }
+
+// panickyCache panics on its first Sync, then records.
+type panickyCache struct {
+	calls    chan []model.BoundInterface
+	panicked chan struct{}
+	first    bool
+}
+
+func (c *panickyCache) Sync(_ string, _ []model.Interface, bound []model.BoundInterface, _ model.Family) (ifacecache.SyncResult, error) {
+	if !c.first {
+		c.first = true
+		close(c.panicked)
+		panic("cache bug")
+	}
+	c.calls <- bound
+	return ifacecache.SyncResult{}, nil
+}
+
+func TestBinding_RefreshCache_PanicInOneRefreshIsNotFatal(t *testing.T) {
+	annotations, vmi := loadSample(t)
+	cache := &panickyCache{calls: make(chan []model.BoundInterface, 4), panicked: make(chan struct{})}
+	b := newTestBinding(t, annotations, cache)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { b.RefreshCache(ctx); close(done) }()
+
+	_, _, err := b.PreCloudInitIso(ctx, vmi, []byte(noCloudInput), nil)
+	require.NoError(t, err)
+	<-cache.panicked // the first refresh panics inside Sync ...
+	_, _, err = b.PreCloudInitIso(ctx, vmi, []byte(noCloudInput), nil)
+	require.NoError(t, err)
+	select { // ... and the refresher still serves the next one
+	case bound := <-cache.calls:
+		assert.Len(t, bound, 2)
+	case <-done:
+		t.Fatal("refresher died")
+	case <-time.After(5 * time.Second):
+		t.Fatal("no refresh after the panic")
+	}
+	cancel()
+	<-done
+}
