@@ -41,6 +41,8 @@ type rendered struct {
 	NoCloudNetwork string                     `json:"noCloudNetworkConfig"`
 	ConfigDriveNet string                     `json:"configDriveNetworkData"`
 	InterfaceCache map[string]json.RawMessage `json:"interfaceCache"`
+	// FallbackNIC is the pod-network NIC added with DHCP because the VMI gives no networkData.
+	FallbackNIC string `json:"fallbackNIC,omitempty"`
 }
 
 // renderedInterface shows a BoundInterface with its MAC as text (net.HardwareAddr would marshal as base64).
@@ -254,6 +256,9 @@ func render(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, opts 
 	if err != nil {
 		return nil, err
 	}
+	if len(ncIfaces) > len(ifaces) {
+		out.FallbackNIC = fallback[0].Name + " (" + fallback[0].MAC.String() + ")"
+	}
 	nc, err := cloudinit.MergeNoCloud([]byte(userNoCloud), ncIfaces)
 	if err != nil {
 		return nil, err
@@ -326,6 +331,9 @@ func printRendered(w io.Writer, r *rendered) {
 	}
 	if len(r.Interfaces) == 0 {
 		return
+	}
+	if r.FallbackNIC != "" {
+		fmt.Fprintf(w, "\n== pod-network NIC %s: DHCPv4 in the generated config, since it replaces cloud-init's DHCP fallback\n", r.FallbackNIC)
 	}
 	section(w, "libvirt domain devices (OnDefineDomain)", r.DomainDevices)
 	section(w, "NoCloud network-config (PreCloudInitIso, merged with the VMI's networkData)", r.NoCloudNetwork)

@@ -23,6 +23,7 @@ func TestRender_Sample_ShowsEveryOutputForBothInterfaces(t *testing.T) {
 		`<alias name="ua-sriov-sriov-l2">`,
 		`bus="0x65" slot="0x00" function="0x2"`,
 		"== NoCloud network-config",
+		"pod-network NIC default (02:00:00:00:00:0a): DHCPv4",
 		"192.168.50.7/24",
 		"fd50:0:0:1::7/64",
 		"== ConfigDrive network_data.json",
