@@ -28,10 +28,6 @@ const (
 // interface "pciAddress" (KubeVirt pkg/util/hardware/hw_utils.go, PCI_ADDRESS_PATTERN).
 var pciAddressPattern = regexp.MustCompile(`^([0-9a-fA-F]{4}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$`)
 
-// ifaceNamePattern is what KubeVirt admits as an interface name (pkg/network/admitter/netiface.go,
-// validateInterfaceNameFormat) and a subset of what libvirt accepts in a user alias.
-var ifaceNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
-
 // HostdevAlias is the libvirt alias of the hostdev that carries interface ifaceName's VF.
 func HostdevAlias(ifaceName string) string {
 	return userAliasPrefix + sriovAliasPrefix + ifaceName
@@ -43,7 +39,8 @@ func interfaceAlias(ifaceName string) string {
 }
 
 func validateIfaceName(name string) error {
-	if !ifaceNamePattern.MatchString(name) {
+	// KubeVirt's rule is a subset of what libvirt accepts in a user alias.
+	if !model.ValidInterfaceName(name) {
 		return fmt.Errorf("%w: interface name %q: want letters, digits, '-' or '_' (KubeVirt's own rule)", ErrInvalidInterface, name)
 	}
 	return nil

@@ -1,9 +1,10 @@
 package ifacecache
 
 import (
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+
 	"errors"
 	"fmt"
-	"regexp"
 )
 
 // maxNameLen bounds interface names and VMI UIDs. KubeVirt itself sets no length limit on
@@ -11,12 +12,6 @@ import (
 // character set only), but a name becomes a file name here, and its temp twin
 // ("." + name + ".tmp-" + up to 10 random digits) must stay within NAME_MAX (255 bytes).
 const maxNameLen = 200
-
-// validName is KubeVirt's rule for interface names (pkg/network/admitter/netiface.go
-// validateInterfaceNameFormat): letters, digits, '-' and '_'. It also excludes '.', '/' and NUL,
-// so no name that passes can be "..", contain a separator, or collide with our dot-prefixed temp
-// files. Kubernetes UIDs (UUIDs) pass it as well.
-var validName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 // ErrInvalidName is wrapped by every error ValidateName returns.
 var ErrInvalidName = errors.New("invalid name")
@@ -30,7 +25,10 @@ func ValidateName(kind, name string) error {
 		return fmt.Errorf("%s name is empty: %w", kind, ErrInvalidName)
 	case len(name) > maxNameLen:
 		return fmt.Errorf("%s name is %d bytes, limit %d: %w", kind, len(name), maxNameLen, ErrInvalidName)
-	case !validName.MatchString(name):
+	// KubeVirt's interface-name rule (model.ValidInterfaceName) excludes '.', '/' and NUL, so no
+	// name that passes can be "..", contain a separator, or collide with our dot-prefixed temp
+	// files. Kubernetes UIDs (UUIDs) pass it as well.
+	case !model.ValidInterfaceName(name):
 		return fmt.Errorf("%s name %q may only contain letters, digits, '-' and '_' (KubeVirt's interface name rule): %w",
 			kind, name, ErrInvalidName)
 	}

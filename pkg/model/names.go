@@ -111,7 +111,7 @@ func resolveBindings(vmi *VirtualMachineInstance, bindingName string) ([]binding
 		fail := func(field string, err error) error {
 			return &InputError{Interface: iface.Name, Network: iface.Name, Source: SourceVMI, Field: field, Err: err}
 		}
-		if !validName(iface.Name) {
+		if !ValidInterfaceName(iface.Name) {
 			return nil, fail(fmt.Sprintf("spec.domain.devices.interfaces[%d].name", i),
 				fmt.Errorf("invalid interface name %s: only letters, digits, '-' and '_' are allowed", quote(iface.Name)))
 		}
@@ -160,8 +160,11 @@ func qualifyNAD(networkName, vmiNamespace string) (string, error) {
 	return ns + "/" + name, nil
 }
 
-// validName is KubeVirt's interface/network name rule (pkg/network/admitter/netiface.go).
-func validName(s string) bool {
+// ValidInterfaceName is KubeVirt's interface/network name rule (pkg/network/admitter/netiface.go
+// validateInterfaceNameFormat): non-empty, letters, digits, '-' and '_' only. Such a name cannot hold
+// '.', '/', NUL or XML metacharacters, which is what pkg/domain (an alias attribute) and
+// pkg/ifacecache (a file name) rely on; this is the one place the rule lives.
+func ValidInterfaceName(s string) bool {
 	if s == "" {
 		return false
 	}
