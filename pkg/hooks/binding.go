@@ -162,14 +162,18 @@ func (b *Binding) wait(ctx context.Context, hook string, need func(*downwardapi.
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.WaitTimeout)
 	defer cancel()
 	start := time.Now()
-	if missing := need(b.cfg.Snapshots.Snapshot()); len(missing) > 0 {
-		// Names only (interface, network, source, field): never annotation values.
-		items := make([]string, 0, len(missing))
-		for _, m := range missing {
-			items = append(items, m.String())
-		}
-		b.log.Info("waiting for data", "hook", hook, "timeout", b.cfg.WaitTimeout, "missing", items)
+	// The common case: everything is there. Checked once here, not again inside Wait.
+	current := b.cfg.Snapshots.Snapshot()
+	missing := need(current)
+	if len(missing) == 0 {
+		return current, nil
 	}
+	// Names only (interface, network, source, field): never annotation values.
+	items := make([]string, 0, len(missing))
+	for _, m := range missing {
+		items = append(items, m.String())
+	}
+	b.log.Info("waiting for data", "hook", hook, "timeout", b.cfg.WaitTimeout, "missing", items)
 	snap, err := b.cfg.Snapshots.Wait(ctx, need)
 	if err != nil {
 		var missing *downwardapi.MissingError
