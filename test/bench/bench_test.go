@@ -2,8 +2,8 @@ package bench
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
-	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/kubevirtjson"
 	"net"
 	"os"
 	"os/signal"
@@ -15,8 +15,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/cloudinit"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/kubevirtjson"
 )
 
 // helperEnv makes the test binary act as a tiny sidecar: listen on the named unix socket until SIGTERM.
@@ -184,6 +186,18 @@ func TestFixtures_AreUnderstoodByTheSidecarsModel(t *testing.T) {
 			bound, err := model.Build(vmi, snap, opts)
 			require.NoError(t, err)
 			assert.NoError(t, checkBound(bound, ifaces))
+
+			// What PreCloudInitIso does next: the pod NIC joins with DHCP (it needs a MAC for
+			// that), and the merge into the VMI's NoCloud data must succeed.
+			fb, err := model.FallbackInterface(vmi, BindingName)
+			require.NoError(t, err, "the pod-network NIC of the bench VMI")
+			require.NotNil(t, fb)
+			in, err := CloudInitData(VMI(ifaces))
+			require.NoError(t, err)
+			raw, err := json.Marshal(in)
+			require.NoError(t, err)
+			_, _, err = cloudinit.Apply(raw, bound, *fb)
+			assert.NoError(t, err)
 		})
 	}
 }

@@ -23,6 +23,7 @@ const (
 	PasstBinding  = "passt"
 	VMIName       = "vm1"
 	VMIUID        = "3f1f5a0e-0000-4000-8000-0000000000b1"
+	PodNICMAC     = "02:00:00:00:00:aa"
 	podIfaceCount = 11 // hex digits KubeVirt keeps of sha256(network name) (namescheme.HashedPodInterfaceName)
 )
 
@@ -73,7 +74,9 @@ func VMI(ifaces []Iface) *v1.VirtualMachineInstance {
 		ObjectMeta: k8smeta.ObjectMeta{Name: VMIName, Namespace: Namespace, UID: types.UID(VMIUID)},
 		Spec: v1.VirtualMachineInstanceSpec{
 			Domain: v1.DomainSpec{Devices: v1.Devices{Interfaces: []v1.Interface{
-				{Name: "default", Binding: &v1.PluginBinding{Name: PasstBinding}},
+				// The pod NIC needs a MAC: without user networkData, the sidecar adds it to the network
+				// config with DHCP matched by MAC (cloud-init's own fallback is replaced).
+				{Name: "default", MacAddress: PodNICMAC, Binding: &v1.PluginBinding{Name: PasstBinding}},
 			}}},
 			Networks: []v1.Network{{Name: "default", NetworkSource: v1.NetworkSource{Pod: &v1.PodNetwork{}}}},
 			Volumes: []v1.Volume{{Name: "cloudinitdisk", VolumeSource: v1.VolumeSource{
@@ -111,7 +114,7 @@ func DomainXML() ([]byte, error) {
 		Type: "kvm",
 		Name: Namespace + "_" + VMIName,
 		Devices: api.Devices{
-			Interfaces: []api.Interface{{Type: "ethernet", Alias: api.NewUserDefinedAlias("default"), MAC: &api.MAC{MAC: "02:00:00:00:00:aa"}}},
+			Interfaces: []api.Interface{{Type: "ethernet", Alias: api.NewUserDefinedAlias("default"), MAC: &api.MAC{MAC: PodNICMAC}}},
 		},
 	}
 	out, err := xml.MarshalIndent(spec, "", "\t")
