@@ -266,3 +266,24 @@ func FuzzIsDNSName_AgreesWithTheRFC1123Pattern(f *testing.F) {
 		}
 	})
 }
+
+// The patterns guestName's hand-written checks replace; kept here as their oracle.
+var (
+	safeIfnamePattern   = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_-]{0,14}$`)
+	kernelIfnamePattern = regexp.MustCompile(`^(eth|en|wl|ww|ib|sl|lo$|bond|veth|tap|tun|br|all$|default$)`)
+)
+
+func FuzzGuestName_AgreesWithTheIfnamePatterns(f *testing.F) {
+	for _, s := range []string{"", "a", "net1", "eth0", "en", "lo", "lo0", "all", "allx", "default", "defaults", "vfabc",
+		"sriov-l2", "_x", "1abc", "abcdefghijklmno", "abcdefghijklmnop", "a b", "ä", "bridge", "tap0", "wlan"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := isSafeIfname(s), safeIfnamePattern.MatchString(s); got != want {
+			t.Fatalf("isSafeIfname(%q) = %v, the pattern says %v", s, got, want)
+		}
+		if got, want := looksKernelAssigned(s), kernelIfnamePattern.MatchString(s); got != want {
+			t.Fatalf("looksKernelAssigned(%q) = %v, the pattern says %v", s, got, want)
+		}
+	})
+}

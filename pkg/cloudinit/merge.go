@@ -1,6 +1,7 @@
 package cloudinit
 
 import (
+	"bytes"
 	"fmt"
 
 	yaml "go.yaml.in/yaml/v3"
@@ -14,6 +15,9 @@ import (
 // configures one of our NICs (same MAC, case-insensitive, or same name) wins and ours for that NIC is left
 // out; everything of theirs is re-emitted from the parsed document, unknown keys and comments included.
 func MergeNoCloud(user []byte, ifaces []model.BoundInterface) ([]byte, error) {
+	if len(bytes.TrimSpace(user)) == 0 {
+		return RenderNetworkConfigV1(ifaces) // the usual case; a YAML parser costs more than the render
+	}
 	plans, err := planNICs(ifaces)
 	if err != nil {
 		return nil, err

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
-	"regexp"
 	"strings"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
@@ -78,18 +77,49 @@ func (p *nicPlan) hasFamily(f model.Family) bool {
 // name the kernel or udev hands out (eth0, ens3, enp1s0, ...), which a rename could collide with, or one
 // the kernel refuses ("default" and "all" name the sysctl directories net.ipv4.conf.{all,default}:
 // `ip link set X name default` fails with EINVAL), the name is "vf" + 11 hex digits of
-// sha256(VMI interface name): stable across restarts and migrations.
-var (
-	safeIfname   = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_-]{0,14}$`)
-	kernelIfname = regexp.MustCompile(`^(eth|en|wl|ww|ib|sl|lo$|bond|veth|tap|tun|br|all$|default$)`)
-)
-
+// sha256(VMI interface name): stable across restarts and migrations. The checks are written by hand:
+// guestName runs for every NIC of every PreCloudInitIso call, where two regexps were 2% of the CPU.
 func guestName(vmiIface string) string {
-	if safeIfname.MatchString(vmiIface) && !kernelIfname.MatchString(vmiIface) && !strings.HasPrefix(vmiIface, "vf") {
+	if isSafeIfname(vmiIface) && !looksKernelAssigned(vmiIface) && !strings.HasPrefix(vmiIface, "vf") {
 		return vmiIface
 	}
 	sum := sha256.Sum256([]byte(vmiIface))
 	return "vf" + hex.EncodeToString(sum[:])[:11]
+}
+
+// isSafeIfname: a letter, then up to 14 letters, digits, "_" or "-".
+func isSafeIfname(s string) bool {
+	if len(s) == 0 || len(s) > 15 || !isLetter(s[0]) {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if c := s[i]; !isLetter(c) && !('0' <= c && c <= '9') && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
+
+// kernelNamePrefixes start the names the kernel and udev hand out; kernelNames are refused or taken.
+var (
+	kernelNamePrefixes = [...]string{"eth", "en", "wl", "ww", "ib", "sl", "bond", "veth", "tap", "tun", "br"}
+	kernelNames        = [...]string{"lo", "all", "default"}
+)
+
+func looksKernelAssigned(s string) bool {
+	for _, p := range kernelNamePrefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	for _, n := range kernelNames {
+		if s == n {
+			return true
+		}
+	}
+	return false
 }
 
 // isDNSName is what we accept as a search domain: RFC 1123 labels (plus "_") of 1-63 characters that

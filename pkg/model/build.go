@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -53,8 +52,20 @@ func knownDeviceType(t string) bool {
 	return false
 }
 
-// ordinalIfaceName matches KubeVirt's legacy pod interface names (namescheme.OrdinalSecondaryInterfaceName).
-var ordinalIfaceName = regexp.MustCompile(`^net\d+$`)
+// isOrdinalIfaceName matches KubeVirt's legacy pod interface names "net<N>"
+// (namescheme.OrdinalSecondaryInterfaceName).
+func isOrdinalIfaceName(s string) bool {
+	n, ok := strings.CutPrefix(s, "net")
+	if !ok || n == "" {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		if n[i] < '0' || n[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
 
 // derived is one BoundInterface plus which snapshot entries were found for it.
 type derived struct {
@@ -106,7 +117,7 @@ func build(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options
 
 	ordinal := false
 	for _, st := range snap.NetworkStatus {
-		if ordinalIfaceName.MatchString(st.Interface) {
+		if isOrdinalIfaceName(st.Interface) {
 			// KubeVirt switches the whole pod to the ordinal scheme (namescheme.CreateFromNetworkStatuses).
 			ordinal = true
 			break
