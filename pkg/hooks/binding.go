@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
 	"sync"
 	"time"
 
@@ -52,6 +53,13 @@ type Binding struct {
 	vmi *model.VirtualMachineInstance // the latest VMI a hook call carried, for the cache refresher
 	// kick wakes the refresher after a hook call; buffered so a hook never blocks on it.
 	kick chan struct{}
+
+	// synced is what the refresher last wrote the cache for, successfully; only it reads and writes
+	// this. A refresh for the same VMI and snapshot generation would rewrite nothing.
+	synced struct {
+		vmi        *model.VirtualMachineInstance
+		generation uint64
+	}
 }
 
 // NewBinding checks cfg and returns a Binding.
@@ -204,7 +212,11 @@ func decodeVMI(vmiJSON []byte) (*model.VirtualMachineInstance, error) {
 // the hook's path: its fsyncs cost milliseconds that virt-launcher should not wait for.
 func (b *Binding) remember(vmi *model.VirtualMachineInstance) {
 	b.mu.Lock()
-	b.vmi = vmi
+	// virt-launcher calls OnDefineDomain several times with the same VMI: keeping the pointer lets
+	// the refresher see that it wrote the cache for this one already (refreshOnce).
+	if b.vmi == nil || !reflect.DeepEqual(b.vmi, vmi) {
+		b.vmi = vmi
+	}
 	b.mu.Unlock()
 	wake(b.kick)
 }
@@ -223,11 +235,12 @@ func (b *Binding) current() *model.VirtualMachineInstance {
 	return b.vmi
 }
 
-// syncCache writes the interface cache for what is known now. Failures are logged, not returned:
-// the cache feeds vmi.status, and must never fail a VM start.
-func (b *Binding) syncCache(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, ifaces []model.BoundInterface) {
+// syncCache writes the interface cache for what is known now and says whether all of it was written.
+// Failures are logged, never passed to a hook: the cache feeds vmi.status, and must never fail a VM
+// start.
+func (b *Binding) syncCache(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, ifaces []model.BoundInterface) (ok bool) {
 	if b.cfg.Cache == nil {
-		return
+		return true
 	}
 	primary := model.PrimaryFamily(snap, b.cfg.Options.PodIP)
 	res, err := b.cfg.Cache.Sync(vmi.UID, vmi.Spec.Domain.Devices.Interfaces, ifaces, primary)
@@ -237,6 +250,7 @@ func (b *Binding) syncCache(vmi *model.VirtualMachineInstance, snap *downwardapi
 	if len(res.Written)+len(res.Removed) > 0 {
 		b.log.Info("interface cache updated", "vmi", vmi.UID, "written", res.Written, "removed", res.Removed)
 	}
+	return err == nil
 }
 
 // RefreshCache writes the interface cache whenever a hook call brings the VMI or the annotations
@@ -282,10 +296,15 @@ func (b *Binding) refreshOnce() {
 		return // no hook call yet: the VMI is unknown
 	}
 	snap := b.cfg.Snapshots.Snapshot()
+	if vmi == b.synced.vmi && snap.Generation == b.synced.generation {
+		return
+	}
 	ifaces, err := model.Build(vmi, snap, b.cfg.Options)
 	if err != nil {
 		b.log.Warn("interface cache not refreshed", "generation", snap.Generation, "error", err.Error())
 		return
 	}
-	b.syncCache(vmi, snap, ifaces)
+	if b.syncCache(vmi, snap, ifaces) {
+		b.synced.vmi, b.synced.generation = vmi, snap.Generation
+	}
 }

@@ -294,3 +294,46 @@ func TestBinding_RefreshCache_PanicInOneRefreshIsNotFatal(t *testing.T) {
 	cancel()
 	<-done
 }
+
+func TestBinding_RefreshOnce_WritesOncePerVMIAndSnapshotGeneration(t *testing.T) {
+	annotations, vmi := loadSample(t)
+	cache := &recordingCache{calls: make(chan []model.BoundInterface, 8)}
+	b := newTestBinding(t, annotations, cache)
+	syncs := func() int { // refreshOnce runs synchronously here: no RefreshCache goroutine
+		n := 0
+		for {
+			select {
+			case <-cache.calls:
+				n++
+			default:
+				return n
+			}
+		}
+	}
+	hook := func(vmiJSON []byte) {
+		t.Helper()
+		_, err := b.OnDefineDomain(context.Background(), vmiJSON, []byte("<domain><devices></devices></domain>"))
+		require.NoError(t, err)
+		b.refreshOnce()
+	}
+
+	hook(vmi)
+	assert.Equal(t, 1, syncs(), "first hook call")
+	hook(vmi)
+	hook(append([]byte(nil), vmi...))
+	assert.Equal(t, 0, syncs(), "OnDefineDomain again with an equal VMI: nothing to rewrite")
+
+	next := *b.cfg.Snapshots.Snapshot()
+	next.Generation++
+	b.cfg.Snapshots = fixedSnapshots{snap: &next}
+	b.refreshOnce()
+	assert.Equal(t, 1, syncs(), "the annotations changed")
+
+	var obj map[string]any
+	require.NoError(t, json.Unmarshal(vmi, &obj))
+	obj["metadata"].(map[string]any)["uid"] = "another-uid"
+	changed, err := json.Marshal(obj)
+	require.NoError(t, err)
+	hook(changed)
+	assert.Equal(t, 1, syncs(), "another VMI")
+}
