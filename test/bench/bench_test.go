@@ -238,7 +238,10 @@ func TestWriteTable_ShowsEveryFigureAndRatio(t *testing.T) {
 			DefineDomain: Summary{N: 1000, P50Ms: 1, P99Ms: 4}},
 		Peer: BinaryResult{SizeBytes: 20 << 20, Start: Summary{N: 20, P50Ms: 18}, IdleRSSKiB: 18 << 10, RSSAfterCallsKiB: 26 << 10, IdleTicks: 1,
 			DefineDomain: Summary{N: 1000, P50Ms: 2, P99Ms: 4}},
-		Hook:   HookLatency{Total: Summary{N: 1000, P50Ms: 0.5, P99Ms: 1.5}},
+		Hook: HookLatency{
+			Ours: HookFigures{Total: Summary{N: 1000, P50Ms: 0.5, P99Ms: 1.5}, NoBenchGC: Summary{N: 970, P50Ms: 0.5, P99Ms: 1.2}},
+			Peer: HookFigures{Total: Summary{N: 1000, P50Ms: 0.4, P99Ms: 3}, NoBenchGC: Summary{N: 980, P50Ms: 0.4, P99Ms: 2.4}},
+		},
 		Swap:   SwapLatency{Waited: 500, FromWrite: Summary{N: 500, P50Ms: 1, P99Ms: 3}},
 		Render: []RenderResult{{Interfaces: 64, AnnotationBytes: 256 << 10, Total: Summary{P50Ms: 2, P99Ms: 4}}},
 		Notes:  []string{"a note"},
@@ -249,6 +252,8 @@ func TestWriteTable_ShowsEveryFigureAndRatio(t *testing.T) {
 	assert.Equal(t, -1.0, r.Ratios["idle_anon"], "the peer's anon split is unset here")
 	assert.Equal(t, 0.0, r.Ratios["idle_ticks"])
 	assert.Equal(t, -1.0, r.Ratios["idle_ctx_switches"], "no ratio to a zero peer")
+	assert.Equal(t, 1.25, r.Ratios["hook_p50"])
+	assert.Equal(t, 0.5, r.Ratios["hook_no_gc_p99"])
 
 	var out bytes.Buffer
 	require.NoError(t, r.WriteTable(&out))
@@ -256,7 +261,8 @@ func TestWriteTable_ShowsEveryFigureAndRatio(t *testing.T) {
 		"binary size", "10.0 MiB", "20.0 MiB", "start to socket ready (median of 20)", "9.00 ms",
 		"idle RSS after start", "12.0 MiB", "of which anon (private) / file (binary)", "1.0 / 11.0 MiB", "idle RSS after 1000 hook calls", "CPU ticks over 10 s idle",
 		"hook Info+OnDefineDomain p50/p99 (n=1000)", "1.00 / 4.00 ms", "2.00 / 4.00 ms", "0.50 / 1.00",
-		"hook Info+PreCloudInitIso p50/p99 (n=1000) (pass-through)", "0.50 / 1.50 ms",
+		"hook Info+PreCloudInitIso p50/p99 (n=1000) (pass-through)", "0.50 / 1.50 ms", "0.40 / 3.00 ms", "1.25 / 0.50",
+		"rounds without GC in the bench (n=970/980)", "0.50 / 1.20 ms", "0.40 / 2.40 ms",
 		"kubelet swap -> waiting hook p50/p99 (n=500)", "1.00 / 3.00 ms",
 		"render 64 iface(s), 256 KiB annotations", "2.00 / 4.00 ms", "<= 5 ms", "note: a note",
 	} {

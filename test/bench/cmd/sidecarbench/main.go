@@ -360,7 +360,7 @@ func (e *env) measureRunning(res *bench.Result, o options) (err error) {
 	if err := mgr.Collect(1, 10*time.Second); err != nil {
 		return fmt.Errorf("hook Manager Collect: %w", err)
 	}
-	if res.Hook, err = bench.MeasureHookLatency(mgr, ours.Socket, vmi, o.calls); err != nil {
+	if res.Hook, err = bench.MeasureHookLatency(mgr, ours.Socket, peer.Socket, vmi, o.calls); err != nil {
 		return err
 	}
 	// Lines drops what nobody reads, so the sidecar never blocks on stderr; MeasureSwap drains it.
