@@ -7,21 +7,16 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime"
 	"syscall"
+
+	// One P, set before gRPC and protobuf initialise (see the package).
+	_ "github.com/sriov-udn-binding/sriov-udn-binding/cmd/sidecar/internal/oneproc"
 )
 
 // version is stamped at build time: -ldflags "-X main.version=...".
 var version = "dev"
 
 func main() {
-	// One P. The sidecar's work is a handful of short hook calls per VM start, each on a fresh gRPC
-	// connection (hooks/manager.go dials per call); with more Ps, every connection hands its
-	// goroutines between OS threads, and the futex wake-ups cost 25% more CPU per call and 10% more
-	// latency on 2 CPUs (test/bench). GOMAXPROCS in the environment still decides.
-	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
-		runtime.GOMAXPROCS(1)
-	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
