@@ -337,3 +337,16 @@ func TestBinding_RefreshOnce_WritesOncePerVMIAndSnapshotGeneration(t *testing.T)
 	hook(changed)
 	assert.Equal(t, 1, syncs(), "another VMI")
 }
+
+// BenchmarkBinding_PreCloudInitIso is the handler alone, data ready (the sample pod and VMI): the part
+// of a hook call that is ours rather than gRPC's or the Manager's.
+func BenchmarkBinding_PreCloudInitIso(b *testing.B) {
+	annotations, vmi := loadSample(b)
+	bd := newTestBinding(b, annotations, nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := bd.PreCloudInitIso(context.Background(), vmi, []byte(noCloudInput), nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
