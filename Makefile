@@ -9,6 +9,10 @@ E2E_IMAGE    ?= sriov-udn-binding:e2e
 CONTAINER_TOOL ?= $(shell command -v podman >/dev/null 2>&1 && echo podman || echo docker)
 STATICCHECK  := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 LDFLAGS      := -s -w -X main.version=$(VERSION)
+# grpcnotrace drops gRPC's golang.org/x/net/trace and with it text/template, whose reflection keeps
+# every exported method of every linked type: 12.0 -> 8.7 MB binary, idle RSS -2.7 MiB (test/bench).
+# The same tags are in images/Containerfile and test/internal/harness (BuildTags); a test compares them.
+GOTAGS       := grpcnotrace
 # Go modules that hold tests: the sidecar, the integration/guest module, the manifests module.
 MODULES      := . test test/manifests
 
@@ -18,7 +22,7 @@ help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 build: ## static sidecar binary at $(BIN)
-	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/sidecar
+	CGO_ENABLED=0 go build -trimpath -tags '$(GOTAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/sidecar
 
 test: ## every test: unit, integration (KubeVirt hook Manager, kubelet AtomicWriter, cloud-init), guest boot
 	go vet ./...

@@ -117,7 +117,8 @@ func run(o options, stdout io.Writer) error {
 	return writeJSON(o.jsonOut, res)
 }
 
-// buildBinaries builds whichever binary was not given, both with the same flags as `make build`.
+// buildBinaries builds whichever binary was not given, with the flags of `make build` (ours with its
+// build tags too; the peer has none).
 func buildBinaries(o *options) error {
 	if err := os.MkdirAll(o.binDir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", o.binDir, err)
@@ -127,9 +128,11 @@ func buildBinaries(o *options) error {
 		name string
 		dir  string
 		pkg  string
+		tags string
 	}{
-		{&o.ours, "sriov-udn-binding", harness.RepoRoot(), "./cmd/sidecar"},
-		{&o.peer, "network-passt-binding", filepath.Join(harness.RepoRoot(), "test"), peerPackage},
+		{&o.ours, "sriov-udn-binding", harness.RepoRoot(), "./cmd/sidecar", harness.BuildTags},
+		// The peer as KubeVirt builds it: no tags.
+		{&o.peer, "network-passt-binding", filepath.Join(harness.RepoRoot(), "test"), peerPackage, ""},
 	}
 	for _, b := range builds {
 		if *b.path != "" {
@@ -139,7 +142,7 @@ func buildBinaries(o *options) error {
 		if err != nil {
 			return fmt.Errorf("path of %s: %w", b.name, err)
 		}
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, b.pkg)
+		cmd := exec.Command("go", "build", "-trimpath", "-tags", b.tags, "-ldflags", "-s -w", "-o", out, b.pkg)
 		cmd.Dir = b.dir
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if msg, err := cmd.CombinedOutput(); err != nil {
