@@ -126,37 +126,39 @@ func MeasureHookLatency(mgr hooks.Manager, ours, peer string, vmi *v1.VirtualMac
 		return res, err
 	}
 	var o, p hookRounds
-	callOurs := func() error {
+	round := func(socket string, into *hookRounds, preCloudInitIso func(*cloudinit.CloudInitData) (*cloudinit.CloudInitData, error)) error {
 		g0, t0 := gcCycles(), time.Now()
-		if _, err := CallInfo(ours); err != nil {
+		if _, err := CallInfo(socket); err != nil {
 			return err
 		}
 		t1 := time.Now()
 		data := *in
-		out, err := mgr.PreCloudInitIso(vmi, &data)
+		out, err := preCloudInitIso(&data)
 		if err != nil {
-			return fmt.Errorf("PreCloudInitIso: %w", err)
+			return err
 		}
-		t2 := time.Now()
+		into.add(t0, t1, time.Now(), gcCycles() != g0)
 		if out == nil || out.UserData == "" {
-			return fmt.Errorf("PreCloudInitIso returned no user data")
+			return fmt.Errorf("PreCloudInitIso on %s returned no user data", socket)
 		}
-		res.NetworkDataChanged = res.NetworkDataChanged || out.NetworkData != in.NetworkData
-		o.add(t0, t1, t2, gcCycles() != g0)
+		if into == &o {
+			res.NetworkDataChanged = res.NetworkDataChanged || out.NetworkData != in.NetworkData
+		}
 		return nil
 	}
+	callOurs := func() error {
+		return round(ours, &o, func(d *cloudinit.CloudInitData) (*cloudinit.CloudInitData, error) {
+			out, err := mgr.PreCloudInitIso(vmi, d)
+			if err != nil {
+				return nil, fmt.Errorf("Manager PreCloudInitIso on %s: %w", ours, err)
+			}
+			return out, nil
+		})
+	}
 	callPeer := func() error {
-		g0, t0 := gcCycles(), time.Now()
-		if _, err := CallInfo(peer); err != nil {
-			return err
-		}
-		t1 := time.Now()
-		data := *in
-		if _, err := CallPreCloudInitIso(peer, vmi, &data); err != nil {
-			return err
-		}
-		p.add(t0, t1, time.Now(), gcCycles() != g0)
-		return nil
+		return round(peer, &p, func(d *cloudinit.CloudInitData) (*cloudinit.CloudInitData, error) {
+			return CallPreCloudInitIso(peer, vmi, d)
+		})
 	}
 	for i := range n {
 		first, second := callOurs, callPeer
