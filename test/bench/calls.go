@@ -150,7 +150,7 @@ func MeasureHookLatency(mgr hooks.Manager, ours, peer string, vmi *v1.VirtualMac
 		return round(ours, &o, func(d *cloudinit.CloudInitData) (*cloudinit.CloudInitData, error) {
 			out, err := mgr.PreCloudInitIso(vmi, d)
 			if err != nil {
-				return nil, fmt.Errorf("Manager PreCloudInitIso on %s: %w", ours, err)
+				return nil, fmt.Errorf("hook Manager PreCloudInitIso on %s: %w", ours, err)
 			}
 			return out, nil
 		})
