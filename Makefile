@@ -10,7 +10,8 @@ CONTAINER_TOOL ?= $(shell command -v podman >/dev/null 2>&1 && echo podman || ec
 STATICCHECK  := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 LDFLAGS      := -s -w -X main.version=$(VERSION)
 # grpcnotrace drops gRPC's golang.org/x/net/trace and with it text/template, whose reflection keeps
-# every exported method of every linked type: 12.0 -> 8.7 MB binary, idle RSS -2.7 MiB (test/bench).
+# every exported method of every linked type: 12.0 -> 8.7 MB binary, 2.7 MiB fewer binary pages in idle RSS
+# (test/bench/README.md).
 # The same tags are in images/Containerfile and test/internal/harness (BuildTags); a test compares them.
 GOTAGS       := grpcnotrace
 # Go modules that hold tests: the sidecar, the integration/guest module, the manifests module.

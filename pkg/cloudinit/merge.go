@@ -16,7 +16,9 @@ import (
 // out; everything of theirs is re-emitted from the parsed document, unknown keys and comments included.
 func MergeNoCloud(user []byte, ifaces []model.BoundInterface) ([]byte, error) {
 	if len(bytes.TrimSpace(user)) == 0 {
-		return RenderNetworkConfigV1(ifaces) // the usual case; a YAML parser costs more than the render
+		// No user networkData (the usual case; a YAML parser costs more than the render). Blank
+		// counts as none, as in WithFallback: whitespace alone configures nothing.
+		return RenderNetworkConfigV1(ifaces)
 	}
 	plans, err := planNICs(ifaces)
 	if err != nil {

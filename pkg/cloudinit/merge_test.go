@@ -375,3 +375,17 @@ func TestMergeNoCloud_NestedMergeKeys_StayLinear(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(out), `"net1":`)
 }
+
+func TestMergeNoCloud_BlankUserDataIsNone_RendersOurV1(t *testing.T) {
+	want, err := RenderNetworkConfigV1(mergeIfaces())
+	require.NoError(t, err)
+	for _, user := range []string{"", "\n", " \t\n", "\v\f", "\u00a0"} {
+		got, err := MergeNoCloud([]byte(user), mergeIfaces())
+		require.NoError(t, err, "%q", user)
+		assert.Equal(t, string(want), string(got), "%q", user)
+	}
+	// Anything else is parsed: a comment-only document is YAML null, also none.
+	got, err := MergeNoCloud([]byte("# nothing here\n"), mergeIfaces())
+	require.NoError(t, err)
+	assert.Equal(t, string(want), string(got))
+}

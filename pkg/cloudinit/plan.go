@@ -87,7 +87,7 @@ func guestName(vmiIface string) string {
 	return "vf" + hex.EncodeToString(sum[:])[:11]
 }
 
-// isSafeIfname: a letter, then up to 14 letters, digits, "_" or "-".
+// isSafeIfname reports whether s is a letter followed by at most 14 letters, digits, "_" or "-".
 func isSafeIfname(s string) bool {
 	if len(s) == 0 || len(s) > 15 || !isLetter(s[0]) {
 		return false
@@ -108,6 +108,7 @@ var (
 	kernelNames        = [...]string{"lo", "all", "default"}
 )
 
+// looksKernelAssigned reports whether s is one of kernelNames or starts with a kernelNamePrefixes entry.
 func looksKernelAssigned(s string) bool {
 	for _, p := range kernelNamePrefixes {
 		if strings.HasPrefix(s, p) {

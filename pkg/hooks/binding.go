@@ -297,6 +297,8 @@ func (b *Binding) refreshOnce() {
 	}
 	snap := b.cfg.Snapshots.Snapshot()
 	if vmi == b.synced.vmi && snap.Generation == b.synced.generation {
+		// Written for this VMI and these annotations already. (A cache file removed by hand comes
+		// back only when either changes: nothing but this refresher writes there.)
 		return
 	}
 	ifaces, err := model.Build(vmi, snap, b.cfg.Options)

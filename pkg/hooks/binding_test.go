@@ -3,6 +3,7 @@ package hooks
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -349,4 +350,31 @@ func BenchmarkBinding_PreCloudInitIso(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// failingOnceCache fails its first Sync, then records.
+type failingOnceCache struct {
+	recordingCache
+	failed bool
+}
+
+func (c *failingOnceCache) Sync(uid string, spec []model.Interface, bound []model.BoundInterface, f model.Family) (ifacecache.SyncResult, error) {
+	if !c.failed {
+		c.failed = true
+		return ifacecache.SyncResult{}, errors.New("disk full")
+	}
+	return c.recordingCache.Sync(uid, spec, bound, f)
+}
+
+func TestBinding_RefreshOnce_RetriesAFailedWriteForTheSameVMIAndGeneration(t *testing.T) {
+	annotations, vmi := loadSample(t)
+	cache := &failingOnceCache{recordingCache: recordingCache{calls: make(chan []model.BoundInterface, 4)}}
+	b := newTestBinding(t, annotations, cache)
+	_, err := b.OnDefineDomain(context.Background(), vmi, []byte("<domain><devices></devices></domain>"))
+	require.NoError(t, err)
+	b.refreshOnce()
+	require.True(t, cache.failed)
+	assert.Empty(t, cache.calls, "the first write failed")
+	b.refreshOnce() // same VMI, same generation: still not written, so tried again
+	assert.Len(t, cache.calls, 1)
 }

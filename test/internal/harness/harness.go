@@ -38,7 +38,7 @@ func RepoRoot() string {
 
 // BuildTags are the build tags of the shipped binary (the Makefile's GOTAGS, images/Containerfile):
 // grpcnotrace leaves out gRPC's golang.org/x/net/trace, and with it text/template, whose reflection
-// keeps every exported method of every linked type (2.7 MiB of idle RSS, test/bench/README.md).
+// keeps every exported method of every linked type (2.7 MiB of binary pages in idle RSS, test/bench/README.md).
 const BuildTags = "grpcnotrace"
 
 // Build compiles ./cmd/sidecar into dir, as the image does, and returns the binary's path.
