@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -204,7 +205,15 @@ func newEnv(ours, peer string) (*env, error) {
 	}
 	e.oursSock = filepath.Join(e.sidecarDir, oursSocket)
 	if _, err := os.Stat(e.peerSock); err == nil {
-		return nil, fmt.Errorf("%s exists while we hold %s: another passt sidecar may be running", e.peerSock, harness.LockFile)
+		// A socket nobody listens on is left over from a killed run: remove it. One that accepts
+		// belongs to a passt sidecar running outside the lock: measuring beside it would be wrong.
+		if c, err := net.Dial("unix", e.peerSock); err == nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("%s accepts connections while we hold %s: another passt sidecar is running", e.peerSock, harness.LockFile)
+		}
+		if err := os.Remove(e.peerSock); err != nil {
+			return nil, fmt.Errorf("remove stale %s: %w", e.peerSock, err)
+		}
 	}
 	if err := os.RemoveAll(e.sidecarDir); err != nil {
 		return nil, fmt.Errorf("remove stale %s: %w", e.sidecarDir, err)
