@@ -41,8 +41,13 @@ func addrs(ss ...string) []netip.Addr {
 	return out
 }
 
+// route builds a route; via "" is an on-link route (no next hop).
 func route(dest, via string) model.Route {
-	return model.Route{Dest: netip.MustParsePrefix(dest), NextHop: netip.MustParseAddr(via)}
+	r := model.Route{Dest: netip.MustParsePrefix(dest)}
+	if via != "" {
+		r.NextHop = netip.MustParseAddr(via)
+	}
+	return r
 }
 
 // nic returns a secondary IPv4 interface; cases modify it.
@@ -149,6 +154,15 @@ func renderCases() []renderCase {
 		{name: "prefix-unknown", ifaces: []model.BoundInterface{nic("net1", "02:00:00:aa:bb:01", func(b *model.BoundInterface) {
 			b.PrefixKnown = false
 			b.Addresses = pfx("10.20.2.5/32", "fd00:10:20::5/128")
+		})}},
+		// OVN-K marshals a nil next hop as "" (on-link); others write the unspecified address.
+		{name: "on-link-ipv4", ifaces: []model.BoundInterface{nic("net1", "02:00:00:aa:bb:01", func(b *model.BoundInterface) {
+			b.Addresses = pfx("10.20.2.5/24", "fd00:10:20::5/64")
+			b.Routes = []model.Route{route("192.168.1.0/24", ""), route("192.168.2.0/24", "0.0.0.0"), route("192.168.3.0/24", "10.20.2.1")}
+		})}},
+		{name: "on-link-ipv6", ifaces: []model.BoundInterface{nic("net1", "02:00:00:aa:bb:01", func(b *model.BoundInterface) {
+			b.Addresses = pfx("fd00:10:20::5/64")
+			b.Routes = []model.Route{route("fd99::/64", ""), route("fd98::/64", "::")}
 		})}},
 		{name: "hashed-names", ifaces: []model.BoundInterface{
 			nic("eth1", "02:00:00:aa:bb:01", func(b *model.BoundInterface) { b.Addresses = pfx("10.1.0.5/24") }),

@@ -54,7 +54,7 @@ func netmask(bits, total int) string {
 }
 
 func ndRouteOf(r model.Route) ndRoute {
-	return ndRoute{Network: r.Dest.Addr().String(), Netmask: netmask(r.Dest.Bits(), r.Dest.Addr().BitLen()), Gateway: r.NextHop.String()}
+	return ndRoute{Network: r.Dest.Addr().String(), Netmask: netmask(r.Dest.Bits(), r.Dest.Addr().BitLen()), Gateway: routeGateway(r)}
 }
 
 // ndParts builds our links and networks. taken reports whether an id is used (by the user's data); ours are

@@ -120,7 +120,7 @@ func v1Physical(p *nicPlan) *yaml.Node {
 			rn := mapNode()
 			set(rn, "network", strNode(r.Dest.Addr().String()))
 			set(rn, "prefix", intNode(r.Dest.Bits()))
-			set(rn, "gateway", strNode(r.NextHop.String()))
+			set(rn, "gateway", strNode(routeGateway(r)))
 			seq.Content = append(seq.Content, rn)
 		}
 		set(firstOf[f], "routes", seq) // planNIC guarantees a subnet of the route's family
@@ -204,7 +204,7 @@ func v2Ethernet(p *nicPlan) (*yaml.Node, error) {
 		for _, r := range p.routes {
 			rn := mapNode()
 			set(rn, "to", strNode(r.Dest.String()))
-			set(rn, "via", strNode(r.NextHop.String()))
+			set(rn, "via", strNode(routeGateway(r)))
 			seq.Content = append(seq.Content, rn)
 		}
 		set(e, "routes", seq)

@@ -246,17 +246,25 @@ func planNIC(b *model.BoundInterface) (nicPlan, error) {
 		if r.Dest.Bits() == 0 {
 			return p, fmt.Errorf("route %s: default routes must come as gateways (cloud-init 22.4.2 mis-renders ::/0 routes)", r.Dest)
 		}
-		if err := checkAddr(r.NextHop); err != nil {
-			return p, fmt.Errorf("route %s next hop: %w", r.Dest, err)
+		hop := r.NextHop
+		if hop.IsValid() && hop.IsUnspecified() {
+			hop = netip.Addr{} // 0.0.0.0 or ::: on-link, as no next hop
 		}
 		f := family(r.Dest.Addr())
-		if r.Dest.Addr().Is4In6() || family(r.NextHop) != f {
-			return p, fmt.Errorf("route %s via %s mixes address families", r.Dest, r.NextHop)
+		if hop.IsValid() {
+			if err := checkAddr(hop); err != nil {
+				return p, fmt.Errorf("route %s next hop: %w", r.Dest, err)
+			}
+			if r.Dest.Addr().Is4In6() || family(hop) != f {
+				return p, fmt.Errorf("route %s via %s mixes address families", r.Dest, hop)
+			}
+		} else if r.Dest.Addr().Is4In6() {
+			return p, fmt.Errorf("route %s: IPv4-mapped IPv6 destination", r.Dest)
 		}
 		if !p.hasFamily(f) {
-			return p, fmt.Errorf("route %s via %s but the interface has no IPv%d address", r.Dest, r.NextHop, f)
+			return p, fmt.Errorf("route %s via %s but the interface has no IPv%d address", r.Dest, viaText(hop), f)
 		}
-		p.routes = append(p.routes, model.Route{Dest: r.Dest.Masked(), NextHop: r.NextHop})
+		p.routes = append(p.routes, model.Route{Dest: r.Dest.Masked(), NextHop: hop})
 	}
 
 	if len(p.static) > 0 {
@@ -288,4 +296,33 @@ func planNIC(b *model.BoundInterface) (nicPlan, error) {
 		}
 	}
 	return p, nil
+}
+
+// onLinkGateway is the gateway text of a route with no next hop (on-link). cloud-init 22.4.2 has no
+// on-link form: every renderer reads a route's "gateway" (eni.py _render_route and sysconfig.py raise
+// KeyError without one), so the unspecified address stands for "none". networkd (Gateway=0.0.0.0, a null
+// gateway adds no RTA_GATEWAY), network-manager (route1=<dest>,0.0.0.0) and sysconfig for IPv4
+// (`ip route add <dest> via 0.0.0.0 dev <nic>`) read it as on-link; the eni renderer's
+// `route add ... gw 0.0.0.0` and sysconfig's IPv6 `via ::` are refused by the kernel, so there the route
+// is missing (README "On-link routes").
+func onLinkGateway(f model.Family) string {
+	if f == model.IPv4 {
+		return "0.0.0.0"
+	}
+	return "::"
+}
+
+// routeGateway is the gateway text cloud-init gets for r: its next hop, or onLinkGateway.
+func routeGateway(r model.Route) string {
+	if r.NextHop.IsValid() {
+		return r.NextHop.String()
+	}
+	return onLinkGateway(family(r.Dest.Addr()))
+}
+
+func viaText(hop netip.Addr) string {
+	if hop.IsValid() {
+		return hop.String()
+	}
+	return "on-link"
 }
