@@ -57,7 +57,23 @@ func Apply(cloudInitData []byte, ifaces []model.BoundInterface, fallback ...mode
 		return nil, nil, err
 	}
 	changed := false
-	if isEmptyJSONString(userData) {
+	if len(ifaces) > 0 {
+		// Our network config must reach the guest at every start, not only the first (userdata.go).
+		var user string
+		if !isEmptyJSONString(userData) {
+			if err := json.Unmarshal(userData, &user); err != nil {
+				return nil, nil, fmt.Errorf("cloudInitData: field %s: %w", userKey, err)
+			}
+		}
+		if wrapped := WithNetworkEveryBoot(user); wrapped != user {
+			var buf bytes.Buffer
+			if err := writeJSONString(&buf, wrapped); err != nil { // no HTML escaping of the user's text
+				return nil, nil, fmt.Errorf("cloudInitData: encoding %s: %w", userKey, err)
+			}
+			userData = buf.Bytes()
+			obj[userKey], changed = userData, true
+		}
+	} else if isEmptyJSONString(userData) {
 		if userData, err = json.Marshal(minimalUserData); err != nil {
 			return nil, nil, fmt.Errorf("cloudInitData: encoding %s: %w", userKey, err)
 		}

@@ -51,6 +51,9 @@ type Interface struct {
 	PciAddress string         `json:"pciAddress,omitempty"`
 	BootOrder  *uint          `json:"bootOrder,omitempty"`
 	Binding    *PluginBinding `json:"binding,omitempty"`
+	// Masquerade and Bridge are KubeVirt's core pod-network bindings (their content is not needed).
+	Masquerade *struct{} `json:"masquerade,omitempty"`
+	Bridge     *struct{} `json:"bridge,omitempty"`
 	State      string         `json:"state,omitempty"`
 	// Raw is the interface exactly as the VMI JSON carried it: KubeVirt's interface cache records the
 	// whole interface spec (PodIfaceCacheData.iface), fields we do not model included.

@@ -1,0 +1,190 @@
+package cloudinit
+
+import (
+	"encoding/json"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/http/httptest"
+	"net/mail"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// splitUserData reads user data made by WithNetworkEveryBoot with Go's MIME reader and returns the
+// user's part (decoded; a nested MIME message as its raw text) and ours.
+func splitUserData(t *testing.T, userData string) (user, ours string) {
+	t.Helper()
+	msg, err := mail.ReadMessage(strings.NewReader(userData))
+	require.NoError(t, err, "user data is a MIME message")
+	mediaType, params, err := mime.ParseMediaType(msg.Header.Get("Content-Type"))
+	require.NoError(t, err)
+	require.Equal(t, "multipart/mixed", mediaType)
+	mr := multipart.NewReader(msg.Body, params["boundary"])
+	var parts []string
+	for {
+		p, err := mr.NextRawPart()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		body, err := io.ReadAll(p)
+		require.NoError(t, err)
+		if p.Header.Get("Content-Transfer-Encoding") == "base64" {
+			dec, err := decodeBase64Lines(string(body))
+			require.NoError(t, err)
+			body = dec
+		}
+		parts = append(parts, string(body))
+	}
+	require.Len(t, parts, 2, "the user's part and ours")
+	return parts[0], parts[1]
+}
+
+func TestWithNetworkEveryBoot_KeepsEveryUserDataFormat(t *testing.T) {
+	mimeUser := "Content-Type: multipart/mixed; boundary=\"XYZ\"\nMIME-Version: 1.0\n\n--XYZ\n" +
+		"Content-Type: text/cloud-config\n\n#cloud-config\nruncmd: [[touch, /a]]\n--XYZ\nContent-Type: text/x-shellscript\n\n#!/bin/sh\necho b\n--XYZ--\n"
+	tests := []struct {
+		name, in string
+		wantUser string // "" = no MIME: the result is our cloud-config alone
+	}{
+		{"none", "", ""},
+		{"blank", " \n\t\n", ""},
+		{"cloud-config", "#cloud-config\nruncmd:\n- [touch, /x]\n", "#cloud-config\nruncmd:\n- [touch, /x]\n"},
+		{"cloud-config without final newline", "#cloud-config\nfoo: 1", "#cloud-config\nfoo: 1"},
+		{"script", "#!/bin/bash\necho 'hi' > /tmp/x\n", "#!/bin/bash\necho 'hi' > /tmp/x\n"},
+		{"include", "#include\nhttp://10.0.2.100/cc.yaml\n", "#include\nhttp://10.0.2.100/cc.yaml\n"},
+		{"non-ASCII travels as base64", "#cloud-config\nfinal_message: \"größe ✓\"\n", "#cloud-config\nfinal_message: \"größe ✓\"\n"},
+		{"carriage returns", "#!/bin/sh\r\necho x\r\n", "#!/bin/sh\r\necho x\r\n"},
+		{"looks like our boundary", "#!/bin/sh\n# --==sriov-udn-binding-0000000000000000==\n", "#!/bin/sh\n# --==sriov-udn-binding-0000000000000000==\n"},
+		// Nested whole: Go's reader takes the user's headers as the part's, leaving their body.
+		{"MIME", mimeUser, mimeUser[strings.Index(mimeUser, "\n\n")+2:]},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out := WithNetworkEveryBoot(tc.in)
+			if tc.wantUser == "" {
+				assert.Equal(t, networkEveryBootConfig, out)
+				return
+			}
+			user, ours := splitUserData(t, out)
+			assert.Equal(t, tc.wantUser, user)
+			assert.Equal(t, networkEveryBootConfig, ours)
+			assert.Equal(t, out, WithNetworkEveryBoot(out), "idempotent")
+		})
+	}
+}
+
+// cloudInitUserData runs the real cloud-init's user-data processor (user_data.py, the code every boot runs)
+// and its cloud-config merge (handlers/cloud_config.py) on userData, and reports the parts it found and
+// the merged cloud-config.
+func cloudInitUserData(t *testing.T, userData string) (parts []string, cloudConfig map[string]any) {
+	t.Helper()
+	const script = `
+import json, sys, tempfile
+from cloudinit import helpers, user_data, handlers
+from cloudinit.handlers.cloud_config import CloudConfigPartHandler
+tmp = tempfile.mkdtemp()
+paths = helpers.Paths({"cloud_dir": tmp, "run_dir": tmp})
+msg = user_data.UserDataProcessor(paths).process(sys.stdin.read())
+h = CloudConfigPartHandler(paths)
+h.handle_part(None, handlers.CONTENT_START, None, None, None, None)
+parts = []
+for part in msg.walk():
+    if part.get_content_maintype() == "multipart":
+        continue
+    ctype = part.get_content_type()
+    payload = part.get_payload(decode=True).decode()
+    parts.append({"type": ctype, "payload": payload})
+    if ctype == "text/cloud-config":
+        h.handle_part(None, ctype, part.get_filename(), payload, None, dict(part.items()))
+print(json.dumps({"parts": parts, "cloud_config": h.cloud_buf}))
+`
+	cmd := exec.Command(cloudInitPython(t), "-c", script)
+	cmd.Stdin = strings.NewReader(userData)
+	out, err := cmd.Output()
+	if ee, ok := err.(*exec.ExitError); ok {
+		require.NoError(t, err, "cloud-init user-data processing failed:\n%s", ee.Stderr)
+	}
+	require.NoError(t, err)
+	var res struct {
+		Parts []struct {
+			Type    string `json:"type"`
+			Payload string `json:"payload"`
+		} `json:"parts"`
+		CloudConfig map[string]any `json:"cloud_config"`
+	}
+	require.NoError(t, json.Unmarshal(out, &res), "output: %s", out)
+	for _, p := range res.Parts {
+		parts = append(parts, p.Type+": "+p.Payload)
+	}
+	return parts, res.CloudConfig
+}
+
+// cloudInitPython is the interpreter of the installed cloud-init (its #! line): the one whose
+// path has the cloudinit package, whatever python3 comes first on PATH.
+func cloudInitPython(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("cloud-init")
+	require.NoError(t, err)
+	data, err := os.ReadFile(bin)
+	require.NoError(t, err)
+	line, _, _ := strings.Cut(string(data), "\n")
+	interp, ok := strings.CutPrefix(line, "#!")
+	require.True(t, ok, "%s has no #! line", bin)
+	fields := strings.Fields(interp)
+	require.NotEmpty(t, fields)
+	return fields[0]
+}
+
+func TestWithNetworkEveryBoot_CloudInitSeesTheUsersPartsAndOurUpdates(t *testing.T) {
+	requireNetConvert(t)
+	everyBoot := map[string]any{"network": map[string]any{"when": []any{"boot-new-instance", "boot"}}}
+	// cloud-init fetches #include URLs while it processes the user data (user_data.py _do_include).
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "#cloud-config\nincluded: true\n")
+	}))
+	defer srv.Close()
+	tests := []struct {
+		name        string
+		in          string
+		wantTypes   []string       // content types cloud-init gives the parts, in order
+		wantUpdates map[string]any // merged "updates"
+		wantKey     string         // a key of the user's cloud-config that must survive
+	}{
+		{"none", "", []string{"text/cloud-config"}, everyBoot, ""},
+		{"cloud-config", "#cloud-config\nruncmd:\n- [touch, /x]\n", []string{"text/cloud-config", "text/cloud-config"}, everyBoot, "runcmd"},
+		{"script", "#!/bin/sh\necho hi\n", []string{"text/x-shellscript", "text/cloud-config"}, everyBoot, ""},
+		{"include", "#include\n" + srv.URL + "/included.yaml\n", []string{"text/cloud-config", "text/cloud-config"}, everyBoot, "included"},
+		{"boothook", "#cloud-boothook\n#!/bin/sh\necho hi\n", []string{"text/cloud-boothook", "text/cloud-config"}, everyBoot, ""},
+		{"the user's own updates win", "#cloud-config\nupdates:\n  network:\n    when: [boot-new-instance]\n",
+			[]string{"text/cloud-config", "text/cloud-config"}, map[string]any{"network": map[string]any{"when": []any{"boot-new-instance"}}}, "updates"},
+		{"MIME with a merge type that replaces", "Content-Type: multipart/mixed; boundary=\"B\"\nMIME-Version: 1.0\n\n--B\n" +
+			"Content-Type: text/cloud-config\nMerge-Type: dict(replace)+list(append)+str()\n\n#cloud-config\nupdates:\n  network:\n    when: [hotplug]\n" +
+			"--B\nContent-Type: text/x-shellscript\n\n#!/bin/sh\necho b\n--B--\n",
+			[]string{"text/cloud-config", "text/x-shellscript", "text/cloud-config"}, map[string]any{"network": map[string]any{"when": []any{"hotplug"}}}, "updates"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			parts, cc := cloudInitUserData(t, WithNetworkEveryBoot(tc.in))
+			var types []string
+			for _, p := range parts {
+				types = append(types, strings.SplitN(p, ":", 2)[0])
+			}
+			assert.Equal(t, tc.wantTypes, types, "parts: %q", parts)
+			assert.Equal(t, tc.wantUpdates, cc["updates"])
+			if tc.wantKey != "" {
+				assert.Contains(t, cc, tc.wantKey)
+			}
+			if strings.HasPrefix(tc.in, "#!") {
+				assert.Contains(t, parts, "text/x-shellscript: "+tc.in, "the script reaches cloud-init byte for byte")
+			}
+		})
+	}
+}
