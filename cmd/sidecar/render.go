@@ -247,7 +247,7 @@ func render(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, opts 
 
 	userNoCloud, userConfigDrive := userNetworkData(vmi)
 	var fallback []model.BoundInterface
-	if fb, err := model.FallbackInterface(vmi, opts.BindingName); err != nil {
+	if fb, err := model.FallbackInterface(vmi, snap, opts.BindingName); err != nil {
 		return nil, err
 	} else if fb != nil {
 		fallback = append(fallback, *fb)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -117,7 +118,33 @@ func (b *Binding) OnDefineDomain(ctx context.Context, vmiJSON, domainXML []byte)
 	if err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "OnDefineDomain: %v", err)
 	}
+	if out, err = b.podNICMAC(vmi, snap, out); err != nil {
+		return nil, err
+	}
 	b.remember(vmi)
+	return out, nil
+}
+
+// podNICMAC makes the domain's pod-network NIC carry the MAC PreCloudInitIso matched it by (the pod
+// interface's, masquerade and bridge without macAddress) when KubeVirt left it none; KubeVirt v1.8 sets
+// it before OnDefineDomain (SetupPodNetworkPhase2), so this is a safety net, and an existing MAC is kept.
+func (b *Binding) podNICMAC(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, domainXML []byte) ([]byte, error) {
+	nic, err := model.FindPodNIC(vmi, snap, b.cfg.Options.BindingName)
+	if err != nil || nic == nil || !nic.FromPod || nic.Interface.MAC == nil {
+		return domainXML, nil // PreCloudInitIso reports the errors; nothing was matched by a pod MAC
+	}
+	out, res, err := domain.SetPodNICMAC(domainXML, nic.Interface.Name, nic.Interface.MAC)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "OnDefineDomain: pod-network interface %q: %v", nic.Interface.Name, err)
+	}
+	want := nic.Interface.MAC.String()
+	switch {
+	case res.Set:
+		b.log.Info("pod network interface given the pod interface's MAC", "interface", nic.Interface.Name, "mac", want)
+	case res.Existing != "" && !strings.EqualFold(res.Existing, want):
+		b.log.Warn("pod network interface MAC differs from the pod interface's: the guest's network config matches the latter",
+			"interface", nic.Interface.Name, "domainMAC", res.Existing, "podMAC", want, "source", string(nic.Interface.MACSource))
+	}
 	return out, nil
 }
 
@@ -138,8 +165,15 @@ func (b *Binding) PreCloudInitIso(ctx context.Context, vmiJSON, cloudInitData, n
 		}
 		return data, source, nil
 	}
+	// Without user networkData our config replaces cloud-init's DHCP fallback, so the pod NIC is ours
+	// to configure too, matched by MAC: with masquerade and bridge that is the pod interface's MAC.
+	replacesFallback := !vmi.GivesNetworkData()
 	snap, err := b.wait(ctx, "PreCloudInitIso", func(s *downwardapi.Snapshot) []downwardapi.Missing {
-		return model.MissingForCloudInit(vmi, s, b.cfg.Options)
+		missing := model.MissingForCloudInit(vmi, s, b.cfg.Options)
+		if replacesFallback {
+			missing = append(missing, model.MissingForPodNIC(vmi, s, b.cfg.Options.BindingName)...)
+		}
+		return missing
 	})
 	if err != nil {
 		return nil, nil, err
@@ -149,12 +183,18 @@ func (b *Binding) PreCloudInitIso(ctx context.Context, vmiJSON, cloudInitData, n
 		return nil, nil, status.Errorf(codes.FailedPrecondition, "PreCloudInitIso: %v", err)
 	}
 	var fallback []model.BoundInterface
-	fb, err := model.FallbackInterface(vmi, b.cfg.Options.BindingName)
+	nic, err := model.FindPodNIC(vmi, snap, b.cfg.Options.BindingName)
 	if err != nil {
 		return nil, nil, status.Errorf(codes.InvalidArgument, "PreCloudInitIso: %v", err)
 	}
-	if fb != nil {
-		fallback = append(fallback, *fb)
+	if nic != nil {
+		if replacesFallback && nic.Interface.MAC == nil && nic.Unservable != "" {
+			return nil, nil, status.Errorf(codes.FailedPrecondition, "PreCloudInitIso: interface %q (pod network) has no macAddress "+
+				"and the VMI gives no networkData: the network config written for the SR-IOV interfaces replaces cloud-init's "+
+				"DHCP fallback and must match the pod NIC by MAC, but %s; set macAddress on interface %q, or give networkData",
+				nic.Interface.Name, nic.Unservable, nic.Interface.Name)
+		}
+		fallback = append(fallback, nic.Interface)
 	}
 	data, source, err := cloudinit.Apply(cloudInitData, ifaces, fallback...)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -210,11 +209,23 @@ func TestBinding_PreCloudInitIso_MergesOurConfigAndKeepsMetadata(t *testing.T) {
 	require.NoError(t, json.Unmarshal(data, &got))
 	assert.Equal(t, "cloudinitdisk", got["VolumeName"])
 	assert.Equal(t, map[string]any{"instance-id": "vm-sriov.tenant-a"}, got["NoCloudMetaData"])
-	assert.True(t, strings.HasPrefix(got["UserData"].(string), "#cloud-config"))
+	// The user's "#cloud-config\n" travels as the first MIME part, beside ours that makes cloud-init apply
+	// the network config at every boot (pkg/cloudinit userdata.go).
+	assert.Contains(t, got["UserData"], "MIME-Version: 1.0")
+	assert.Contains(t, got["UserData"], "\n\n#cloud-config\n\n--")
+	assert.Contains(t, got["UserData"], "when: [boot-new-instance, boot]")
+	assert.Equal(t, got["UserData"], legacy(t, src)["userData"])
 	assert.Contains(t, got["NetworkData"], `"02:00:00:aa:01:01"`)
 	var legacy map[string]string
 	require.NoError(t, json.Unmarshal(src, &legacy))
 	assert.Equal(t, got["NetworkData"], legacy["networkData"])
+}
+
+func legacy(t *testing.T, src []byte) map[string]string {
+	t.Helper()
+	var m map[string]string
+	require.NoError(t, json.Unmarshal(src, &m))
+	return m
 }
 
 func FuzzBinding_HooksNeverPanic(f *testing.F) {

@@ -1,13 +1,35 @@
 package model
 
-// FallbackInterface is the VMI's pod-network interface when it is not ours: the NIC cloud-init's
-// DHCP fallback would have configured. Any network-config the sidecar writes replaces that fallback
-// (cloud-init renders the fallback only when the datasource has no network config: stages.py
-// _find_networking_config), so the writer must configure this NIC too. It is returned as a DHCP
-// BoundInterface (DHCPv4, as the fallback does) matched by the VMI's macAddress; MAC is nil when
-// the VMI sets none, and the caller must then refuse rather than leave the pod network down.
-// Nil when the VMI has no such interface.
-func FallbackInterface(vmi *VirtualMachineInstance, bindingName string) (*BoundInterface, error) {
+import (
+	"fmt"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
+)
+
+// PodNIC is the VMI's pod-network interface when it is not ours: the NIC cloud-init's DHCP fallback would
+// have configured. Any network-config the sidecar writes replaces that fallback (cloud-init renders the
+// fallback only when the datasource has no network config: stages.py _find_networking_config), so the
+// writer must configure this NIC too, by DHCPv4 as the fallback does, matched by MAC.
+type PodNIC struct {
+	// Interface is the NIC as a DHCP BoundInterface; MAC is nil while it is not known.
+	Interface BoundInterface
+	// Binding is how KubeVirt wires it: "masquerade", "bridge", or the plugin name.
+	Binding string
+	// FromPod says that the MAC is the pod interface's: with masquerade and bridge, KubeVirt gives the
+	// guest NIC the MAC of the pod's primary interface when the VMI sets none (v1.8
+	// pkg/network/domainspec/generators.go TapLibvirtSpecGenerator, run in SetupPodNetworkPhase2 before
+	// OnDefineDomain), and that MAC is in network-status (the entry marked default: pkg/network/multus
+	// status.go LookupPodPrimaryIfaceName) and pod-networks.
+	FromPod bool
+	// Unservable says why the MAC cannot be known before the domain is defined ("" when it can): other
+	// bindings leave it to libvirt, which makes one up at define time, after cloud-init data is built.
+	Unservable string
+}
+
+// FindPodNIC returns the VMI's pod-network interface when it is not bound to us, with its MAC from the
+// VMI's macAddress or, for masquerade and bridge, from the pod's primary interface in snap (snap may be
+// nil: then only the VMI's MAC is used). Nil when the VMI has no such interface.
+func FindPodNIC(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, bindingName string) (*PodNIC, error) {
 	if vmi == nil {
 		return nil, nil
 	}
@@ -21,15 +43,121 @@ func FallbackInterface(vmi *VirtualMachineInstance, bindingName string) (*BoundI
 		if !pod[iface.Name] || isBound(iface, bindingName) || iface.State == InterfaceStateAbsent {
 			continue
 		}
-		fb := &BoundInterface{Name: iface.Name, Network: iface.Name, DHCP: true}
+		nic := &PodNIC{Interface: BoundInterface{Name: iface.Name, Network: iface.Name, DHCP: true}, Binding: podBindingName(iface)}
 		if iface.MacAddress != "" {
 			mac, err := parseMAC(iface.MacAddress)
 			if err != nil {
 				return nil, &InputError{Interface: iface.Name, Network: iface.Name, Source: SourceVMI, Field: "macAddress", Err: err}
 			}
-			fb.MAC, fb.MACSource = mac, MACFromVMI
+			if mac != nil {
+				nic.Interface.MAC, nic.Interface.MACSource = mac, MACFromVMI
+				return nic, nil
+			}
 		}
-		return fb, nil
+		if iface.Masquerade == nil && iface.Bridge == nil {
+			nic.Unservable = fmt.Sprintf("binding %s leaves the guest MAC to libvirt, which makes one up when the domain is "+
+				"defined, after the cloud-init data is built", nic.Binding)
+			return nic, nil
+		}
+		nic.FromPod = true
+		if snap != nil {
+			mac, source, err := podInterfaceMAC(snap)
+			if err != nil {
+				return nil, &InputError{Interface: iface.Name, Network: iface.Name, Source: source, Field: "mac", Err: err}
+			}
+			if mac != nil {
+				nic.Interface.MAC, nic.Interface.MACSource = mac, macSourceOf(source)
+			}
+		}
+		return nic, nil
 	}
 	return nil, nil
+}
+
+// FallbackInterface is FindPodNIC's interface alone (nil when there is none), for callers that need no
+// more than what cloud-init gets.
+func FallbackInterface(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, bindingName string) (*BoundInterface, error) {
+	nic, err := FindPodNIC(vmi, snap, bindingName)
+	if nic == nil || err != nil {
+		return nil, err
+	}
+	return &nic.Interface, nil
+}
+
+// MissingForPodNIC lists the pod NIC's MAC while the pod interface's MAC is not in snap yet (masquerade
+// and bridge without macAddress). Call it only when our config replaces cloud-init's fallback (no user
+// networkData). Wrong input and unservable NICs are not missing: the caller reports them.
+func MissingForPodNIC(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, bindingName string) []downwardapi.Missing {
+	nic, err := FindPodNIC(vmi, snap, bindingName)
+	if err != nil || nic == nil || nic.Interface.MAC != nil || !nic.FromPod {
+		return nil
+	}
+	return []downwardapi.Missing{{
+		Interface: nic.Interface.Name, Network: nic.Interface.Network,
+		Source: downwardapi.NetworkStatusAnnotation + " (entry with default: true) or " + downwardapi.PodNetworksAnnotation +
+			" (primary role)",
+		Field: "mac",
+	}}
+}
+
+func podBindingName(iface Interface) string {
+	switch {
+	case iface.Masquerade != nil:
+		return "masquerade"
+	case iface.Bridge != nil:
+		return "bridge"
+	case iface.Binding != nil && iface.Binding.Name != "":
+		return quote(iface.Binding.Name)
+	default:
+		return "(none)"
+	}
+}
+
+// podInterfaceMAC is the MAC of the pod's primary interface: network-status's first entry marked default
+// with an interface name (as KubeVirt picks it), else the pod-networks entry whose role is primary, else
+// the one keyed "default" (OVN-K without a role). source names where it came from, or where it was bad.
+func podInterfaceMAC(snap *downwardapi.Snapshot) (mac []byte, source string, err error) {
+	for _, st := range snap.NetworkStatus {
+		if !st.Default || st.Interface == "" || st.Mac == "" {
+			continue
+		}
+		m, err := parseMAC(st.Mac)
+		if err != nil {
+			return nil, downwardapi.NetworkStatusAnnotation, err
+		}
+		if m != nil {
+			return m, downwardapi.NetworkStatusAnnotation, nil
+		}
+	}
+	pick := func(match func(key string, pn downwardapi.PodNetwork) bool) ([]byte, error) {
+		for key, pn := range snap.PodNetworks {
+			if !match(key, pn) || len(pn.MAC) == 0 {
+				continue
+			}
+			if err := checkMAC(pn.MAC); err != nil {
+				return nil, err
+			}
+			if !isZero(pn.MAC) {
+				return append([]byte(nil), pn.MAC...), nil
+			}
+		}
+		return nil, nil
+	}
+	for _, match := range []func(string, downwardapi.PodNetwork) bool{
+		func(_ string, pn downwardapi.PodNetwork) bool { return pn.Role == RolePrimary },
+		func(key string, pn downwardapi.PodNetwork) bool { return key == "default" && pn.Role == "" },
+	} {
+		m, err := pick(match)
+		if err != nil || m != nil {
+			return m, downwardapi.PodNetworksAnnotation, err
+		}
+	}
+	return nil, "", nil
+}
+
+func macSourceOf(source string) MACSource {
+	if source == downwardapi.NetworkStatusAnnotation {
+		return MACFromNetworkStatus
+	}
+	return MACFromPodNetworks
 }

@@ -29,7 +29,8 @@ type ifaceSpec struct {
 	boot    *uint
 	absent  bool
 	pod     bool
-	def     bool // multus.default
+	def     bool   // multus.default
+	core    string // "masquerade" or "bridge": that core binding instead of sriov/plugin
 }
 
 func newVMI(ifaces ...ifaceSpec) *model.VirtualMachineInstance {
@@ -37,9 +38,14 @@ func newVMI(ifaces ...ifaceSpec) *model.VirtualMachineInstance {
 	vmi.Name, vmi.Namespace, vmi.UID = "vm1", testNS, "uid-1"
 	for _, s := range ifaces {
 		iface := kvv1.Interface{Name: s.name, MacAddress: s.mac, PciAddress: s.pci, BootOrder: s.boot}
-		if s.binding != "" {
+		switch {
+		case s.core == "masquerade":
+			iface.Masquerade = &kvv1.InterfaceMasquerade{}
+		case s.core == "bridge":
+			iface.Bridge = &kvv1.InterfaceBridge{}
+		case s.binding != "":
 			iface.Binding = &kvv1.PluginBinding{Name: s.binding}
-		} else {
+		default:
 			iface.SRIOV = &kvv1.InterfaceSRIOV{}
 		}
 		if s.absent {

@@ -3,6 +3,7 @@ package model
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // The VMI types below mirror the part of kubevirt.io/api core/v1 VirtualMachineInstance the sidecar
@@ -54,7 +55,7 @@ type Interface struct {
 	// Masquerade and Bridge are KubeVirt's core pod-network bindings (their content is not needed).
 	Masquerade *struct{} `json:"masquerade,omitempty"`
 	Bridge     *struct{} `json:"bridge,omitempty"`
-	State      string         `json:"state,omitempty"`
+	State      string    `json:"state,omitempty"`
 	// Raw is the interface exactly as the VMI JSON carried it: KubeVirt's interface cache records the
 	// whole interface spec (PodIfaceCacheData.iface), fields we do not model included.
 	Raw json.RawMessage `json:"-"`
@@ -97,9 +98,29 @@ type Volume struct {
 	CloudInitConfigDrive *CloudInitSource `json:"cloudInitConfigDrive,omitempty"`
 }
 
-// CloudInitSource is the inline network data of a cloud-init volume.
+// CloudInitSource is the network data of a cloud-init volume: inline, base64 or from a secret.
 type CloudInitSource struct {
-	NetworkData string `json:"networkData,omitempty"`
+	NetworkData          string     `json:"networkData,omitempty"`
+	NetworkDataBase64    string     `json:"networkDataBase64,omitempty"`
+	NetworkDataSecretRef *SecretRef `json:"networkDataSecretRef,omitempty"`
+}
+
+// SecretRef names a secret (k8s.io/api LocalObjectReference).
+type SecretRef struct {
+	Name string `json:"name,omitempty"`
+}
+
+// GivesNetworkData reports whether a cloud-init volume of the VMI names network data of the user's
+// (inline, base64 or a secret). Only then is cloud-init's DHCP fallback not ours to replace.
+func (vmi *VirtualMachineInstance) GivesNetworkData() bool {
+	for _, v := range vmi.Spec.Volumes {
+		for _, src := range []*CloudInitSource{v.CloudInitNoCloud, v.CloudInitConfigDrive} {
+			if src != nil && (strings.TrimSpace(src.NetworkData) != "" || src.NetworkDataBase64 != "" || src.NetworkDataSecretRef != nil) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // DecodeVMI decodes a VMI as virt-launcher sends it to hooks (json.Marshal of the KubeVirt type).

@@ -189,7 +189,7 @@ func TestFixtures_AreUnderstoodByTheSidecarsModel(t *testing.T) {
 
 			// What PreCloudInitIso does next: the pod NIC joins with DHCP (it needs a MAC for
 			// that), and the merge into the VMI's NoCloud data must succeed.
-			fb, err := model.FallbackInterface(vmi, BindingName)
+			fb, err := model.FallbackInterface(vmi, snap, BindingName)
 			require.NoError(t, err, "the pod-network NIC of the bench VMI")
 			require.NotNil(t, fb)
 			in, err := CloudInitData(VMI(ifaces))
