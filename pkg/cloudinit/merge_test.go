@@ -309,7 +309,8 @@ func sameYAML(a, b *yaml.Node) error {
 }
 
 // userJSONPreserved checks that the user's links, networks and services are all in the output unchanged
-// and in order, and that every other top-level key is unchanged.
+// and in order, after ours (oursFirst: they are the tail of each list), and that every other top-level
+// key is unchanged.
 func userJSONPreserved(user, out []byte) error {
 	var u, o map[string]json.RawMessage
 	if json.Unmarshal(user, &u) != nil || u == nil {
@@ -331,9 +332,10 @@ func userJSONPreserved(user, out []byte) error {
 			if err := json.Unmarshal(ov, &ol); err != nil || len(ol) < len(ul) {
 				return errorf("%q lost items", key)
 			}
+			tail := ol[len(ol)-len(ul):]
 			for i := range ul {
-				if !jsonEqual(ul[i], ol[i]) {
-					return errorf("%q item %d changed: %s became %s", key, i, ul[i], ol[i])
+				if !jsonEqual(ul[i], tail[i]) {
+					return errorf("%q item %d changed or not after ours: %s became %s", key, i, ul[i], tail[i])
 				}
 			}
 			continue
