@@ -1,6 +1,8 @@
 package cloudinit
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -21,6 +23,19 @@ import (
 // characters its kind can have (addresses, prefixes and MACs: hex digits, '.', ':', '-', '/'; search
 // domains: isDNSName) and then written as a single-quoted literal, which PowerShell does not expand. A
 // value that fails its check is an error, never written: the script runs as SYSTEM in the guest.
+
+// How the script reaches cloudbase-init (plugins/common/userdata.py, userdataplugins/shellscript.py,
+// fileexecutils.py), for the user-data composer: only for DataSource configDrive and when
+// WindowsNetworkScriptRequested; as a MIME part "Content-Type: text/x-shellscript" with
+// "Content-Disposition: attachment; filename=" WindowsNetworkScriptFilename (the extension picks
+// PowerShell; a part without a filename fails), placed before the user's parts (a part that asks for a
+// reboot ends the walk over the parts); the whole user data must start with the bytes
+// "Content-Type: multipart" (userdata.py tests exactly that prefix, so no MIME-Version line first). A
+// non-MIME user data becomes a part of its own: "#cloud-config" as text/cloud-config; a script as
+// text/x-shellscript with the extension its first line means (#ps1/#ps1_sysnative .ps1, "rem cmd" .cmd,
+// #! .sh, "#!/usr/bin/env python" .py). User data that has no such faithful form (#ps1_x86, EC2
+// <powershell> tags, a PEM certificate that get_client_auth_certs reads from the raw user data) must not be
+// wrapped: leave it and the script out, and say so.
 
 // WindowsNetworkScriptAnnotation opts a VMI into the script: "true" or "false" (absent: false). Opt-in
 // because the part is for cloudbase-init only: cloud-init on a Linux guest would try to run it as a shell
@@ -89,15 +104,24 @@ exit 0
 `
 
 // WindowsNetworkScript returns the cloudbase-init "#ps1_sysnative" PowerShell script that applies, on the
-// guest's adapters (found by MAC), what network_data.json cannot carry to cloudbase-init for ifaces. It
-// returns "" when there is nothing to apply. It is pure; see the package README for where it goes.
-func WindowsNetworkScript(ifaces []model.BoundInterface) (string, error) {
+// guest's adapters (found by MAC), what network_data.json cannot carry to cloudbase-init for ifaces.
+// userNetworkData is the user's network_data.json (may be empty), as given to MergeNetworkDataJSON: a NIC
+// the user configures there is theirs, and the script leaves it alone too. It returns "" when there is
+// nothing to apply. It is pure.
+func WindowsNetworkScript(userNetworkData []byte, ifaces []model.BoundInterface) (string, error) {
 	plans, err := planNICs(ifaces)
+	if err != nil {
+		return "", err
+	}
+	macs, names, err := userLinkKeys(userNetworkData)
 	if err != nil {
 		return "", err
 	}
 	var body strings.Builder
 	for i := range plans {
+		if configuredByUser(&plans[i], macs, names) {
+			continue
+		}
 		if err := windowsNICSection(&body, &plans[i]); err != nil {
 			return "", fmt.Errorf("windows network script for interface %q: %w", plans[i].iface, err)
 		}
@@ -106,6 +130,36 @@ func WindowsNetworkScript(ifaces []model.BoundInterface) (string, error) {
 		return "", nil
 	}
 	return windowsScriptHeader + body.String() + windowsScriptFooter, nil
+}
+
+// userLinkKeys returns the MACs and names of the user's network_data.json links, read as
+// MergeNetworkDataJSON reads them (entries of other shapes cannot name one of our NICs and are skipped).
+func userLinkKeys(user []byte) (macs, names []string, err error) {
+	if len(bytes.TrimSpace(user)) == 0 {
+		return nil, nil, nil
+	}
+	var doc struct {
+		Links []json.RawMessage `json:"links"`
+	}
+	if err := json.Unmarshal(user, &doc); err != nil {
+		return nil, nil, fmt.Errorf("configDrive networkData (network_data.json): %w", err)
+	}
+	for _, raw := range doc.Links {
+		var l struct {
+			MAC  *string `json:"ethernet_mac_address"`
+			Name *string `json:"name"`
+		}
+		if json.Unmarshal(raw, &l) != nil {
+			continue
+		}
+		if l.MAC != nil {
+			macs = append(macs, *l.MAC)
+		}
+		if l.Name != nil {
+			names = append(names, *l.Name)
+		}
+	}
+	return macs, names, nil
 }
 
 // windowsNICSection writes one NIC's commands, inside try/catch so that one NIC's failure leaves the

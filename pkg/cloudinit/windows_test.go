@@ -47,7 +47,7 @@ func checkScript(t *testing.T, script string) {
 func TestWindowsNetworkScript_MatchesGoldenFilesAndOnlyAllowedStatements(t *testing.T) {
 	for _, tc := range renderCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			script, err := WindowsNetworkScript(tc.ifaces)
+			script, err := WindowsNetworkScript(nil, tc.ifaces)
 			require.NoError(t, err)
 			assertGolden(t, goldenPath("windows", tc.name+".ps1"), []byte(script))
 			if script != "" {
@@ -103,7 +103,7 @@ func TestWindowsNetworkScript_AppliesWhatCloudbaseInitDrops(t *testing.T) {
 		}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			script, err := WindowsNetworkScript([]model.BoundInterface{tc.iface})
+			script, err := WindowsNetworkScript(nil, []model.BoundInterface{tc.iface})
 			require.NoError(t, err)
 			if tc.want == nil {
 				assert.Empty(t, script)
@@ -122,12 +122,12 @@ func TestWindowsNetworkScript_AppliesWhatCloudbaseInitDrops(t *testing.T) {
 }
 
 func TestWindowsNetworkScript_OneSectionPerNIC_EachInItsOwnTryCatch(t *testing.T) {
-	script, err := WindowsNetworkScript(renderCases()[len(renderCases())-2].ifaces)
+	script, err := WindowsNetworkScript(nil, renderCases()[len(renderCases())-2].ifaces)
 	require.NoError(t, err)
 	assert.Equal(t, 1, strings.Count(script, "try {\n    $idx = Find-SriovUdnAdapter"))
 	ifaces := mergeIfaces()
 	ifaces[1].Routes = []model.Route{route("10.99.0.0/16", "10.30.0.1")}
-	script, err = WindowsNetworkScript(ifaces)
+	script, err = WindowsNetworkScript(nil, ifaces)
 	require.NoError(t, err)
 	assert.Equal(t, 2, strings.Count(script, "try {\n    $idx = Find-SriovUdnAdapter"))
 	assert.Less(t, strings.Index(script, "'02-00-00-AA-BB-01'"), strings.Index(script, "'02-00-00-AA-BB-02'"))
@@ -145,6 +145,26 @@ func TestWindowsNICSection_OnLinkRouteGetsTheUnspecifiedNextHop(t *testing.T) {
 	assert.Contains(t, b.String(), "    Add-SriovUdnRoute $idx 'fd99::/64' '::'\n")
 }
 
+func TestWindowsNetworkScript_LeavesTheNICsTheUserConfigures(t *testing.T) {
+	ifaces := mergeIfaces()
+	ifaces[1].Routes = []model.Route{route("10.99.0.0/16", "10.30.0.1")}
+	for _, tc := range []struct{ name, user string }{
+		{"by MAC, any case", `{"links":[{"id":"x","type":"phy","ethernet_mac_address":"02:00:00:AA:BB:01"}]}`},
+		{"by name", `{"links":[{"id":"x","type":"phy","name":"net1"}, 5, {"name": 7}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			script, err := WindowsNetworkScript([]byte(tc.user), ifaces)
+			require.NoError(t, err)
+			checkScript(t, script)
+			assert.NotContains(t, script, "'02-00-00-AA-BB-01'")
+			assert.Contains(t, script, "'02-00-00-AA-BB-02'")
+		})
+	}
+	_, err := WindowsNetworkScript([]byte(`{"links": {}}`), ifaces)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "configDrive networkData")
+}
+
 func TestWindowsNetworkScript_RefusesWhatPlanNICRefuses_NamingTheInterface(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -158,7 +178,7 @@ func TestWindowsNetworkScript_RefusesWhatPlanNICRefuses_NamingTheInterface(t *te
 		t.Run(tc.name, func(t *testing.T) {
 			b := nic("evil", "02:00:00:aa:bb:01", func(b *model.BoundInterface) { b.Addresses = pfx("10.0.0.5/24") })
 			tc.mod(&b)
-			_, err := WindowsNetworkScript([]model.BoundInterface{b})
+			_, err := WindowsNetworkScript(nil, []model.BoundInterface{b})
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
 			assert.Contains(t, err.Error(), `"evil"`)
@@ -237,7 +257,7 @@ func FuzzWindowsNetworkScript(f *testing.F) {
 			b.DNS = model.DNS{Nameservers: addrs("10.96.0.10"), Search: []string{d1}, Domain: d2}
 			b.MTU = int(mtu)
 		})
-		script, err := WindowsNetworkScript([]model.BoundInterface{b})
+		script, err := WindowsNetworkScript(nil, []model.BoundInterface{b})
 		if err != nil {
 			return
 		}
