@@ -83,6 +83,10 @@ func mergeCases() []mergeCase {
 			theirs: map[string]*facts{"mynic": staticNIC("02:00:00:aa:bb:01", "192.168.90.5/24")}},
 		{file: "user-json-id-clash.in.json", macNames: map[string]string{"02:00:00:00:00:10": "eth0"},
 			theirs: map[string]*facts{"eth0": dhcp4NIC("02:00:00:00:00:10")}},
+		// Ids that differ from ours only in case (Windows adapter names are case-insensitive), and a
+		// top-level IPv6 DNS service: our networks repeat the NIC's services (spreadDNSServices).
+		{file: "user-json-case-clash.in.json", macNames: map[string]string{"02:00:00:00:00:10": "eth0"},
+			theirs: map[string]*facts{"eth0": dhcp4NIC("02:00:00:00:00:10")}, quirk: globalDNS([]string{"fd00::53"}, nil)},
 	}
 }
 
