@@ -164,6 +164,15 @@ func renderCases() []renderCase {
 			b.Addresses = pfx("fd00:10:20::5/64")
 			b.Routes = []model.Route{route("fd99::/64", ""), route("fd98::/64", "::")}
 		})}},
+		// Two addresses of each family: cloudbase-init applies one network per family (cloudbase.go), the
+		// gateway's subnet holds the second IPv4 address, so that one carries the default route.
+		{name: "two-addresses-per-family", errV2: "routes of both IP families", ifaces: []model.BoundInterface{nic("multi", "02:00:00:aa:bb:01", func(b *model.BoundInterface) {
+			b.Addresses = pfx("10.20.2.5/24", "10.20.3.5/24", "fd00:10:20::5/64", "fd00:10:30::5/64")
+			b.Gateways = addrs("10.20.3.1", "fd00:10:20::1")
+			b.Routes = []model.Route{route("100.65.0.0/16", "10.20.3.1"), route("fd99::/64", "fd00:10:20::1")}
+			b.DNS = model.DNS{Nameservers: addrs("10.96.0.10", "fd00:96::10"), Search: []string{"svc.cluster.local"}}
+			b.MTU = 1400
+		})}},
 		{name: "hashed-names", ifaces: []model.BoundInterface{
 			nic("eth1", "02:00:00:aa:bb:01", func(b *model.BoundInterface) { b.Addresses = pfx("10.1.0.5/24") }),
 			nic("a-very-long-interface-name", "02:00:00:aa:bb:02", func(b *model.BoundInterface) { b.Addresses = pfx("10.2.0.5/24") }),

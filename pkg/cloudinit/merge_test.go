@@ -83,6 +83,10 @@ func mergeCases() []mergeCase {
 			theirs: map[string]*facts{"mynic": staticNIC("02:00:00:aa:bb:01", "192.168.90.5/24")}},
 		{file: "user-json-id-clash.in.json", macNames: map[string]string{"02:00:00:00:00:10": "eth0"},
 			theirs: map[string]*facts{"eth0": dhcp4NIC("02:00:00:00:00:10")}},
+		// Ids that differ from ours only in case (Windows adapter names are case-insensitive), and a
+		// top-level IPv6 DNS service: our networks repeat the NIC's services (spreadDNSServices).
+		{file: "user-json-case-clash.in.json", macNames: map[string]string{"02:00:00:00:00:10": "eth0"},
+			theirs: map[string]*facts{"eth0": dhcp4NIC("02:00:00:00:00:10")}, quirk: globalDNS([]string{"fd00::53"}, nil)},
 	}
 }
 
@@ -309,7 +313,8 @@ func sameYAML(a, b *yaml.Node) error {
 }
 
 // userJSONPreserved checks that the user's links, networks and services are all in the output unchanged
-// and in order, and that every other top-level key is unchanged.
+// and in order, after ours (oursFirst: they are the tail of each list), and that every other top-level
+// key is unchanged.
 func userJSONPreserved(user, out []byte) error {
 	var u, o map[string]json.RawMessage
 	if json.Unmarshal(user, &u) != nil || u == nil {
@@ -331,9 +336,10 @@ func userJSONPreserved(user, out []byte) error {
 			if err := json.Unmarshal(ov, &ol); err != nil || len(ol) < len(ul) {
 				return errorf("%q lost items", key)
 			}
+			tail := ol[len(ol)-len(ul):]
 			for i := range ul {
-				if !jsonEqual(ul[i], ol[i]) {
-					return errorf("%q item %d changed: %s became %s", key, i, ul[i], ol[i])
+				if !jsonEqual(ul[i], tail[i]) {
+					return errorf("%q item %d changed or not after ours: %s became %s", key, i, ul[i], tail[i])
 				}
 			}
 			continue

@@ -39,6 +39,14 @@ type ndNetwork struct {
 	Routes         []ndRoute `json:"routes,omitempty"`
 	DNSNameservers []string  `json:"dns_nameservers,omitempty"`
 	DNSSearch      []string  `json:"dns_search,omitempty"`
+	// Services repeats DNSNameservers in the form cloudbase-init reads (see cloudbase.go).
+	Services []ndService `json:"services,omitempty"`
+}
+
+// ndService is an OpenStack network service; only "dns" is emitted.
+type ndService struct {
+	Type    string `json:"type"`
+	Address string `json:"address"`
 }
 
 // ndPart is our contribution for one NIC.
@@ -60,54 +68,58 @@ func ndRouteOf(r model.Route) ndRoute {
 // ndParts builds our links and networks. taken reports whether an id is used (by the user's data); ours are
 // made unique against it so that we never capture the user's link references.
 func ndParts(plans []nicPlan, taken func(string) bool) []ndPart {
+	// IDs are compared case-insensitively: cloudbase-init renames the Windows adapter to the link id
+	// (cloudbase.go), and Windows adapter names are case-insensitive.
 	used := map[string]bool{}
 	unique := func(base string) string {
 		id := base
-		for i := 1; taken(id) || used[id]; i++ {
+		for i := 1; taken(id) || used[strings.ToLower(id)]; i++ {
 			id = fmt.Sprintf("%s-%d", base, i)
 		}
-		used[id] = true
+		used[strings.ToLower(id)] = true
 		return id
 	}
 	parts := make([]ndPart, 0, len(plans))
 	for i := range plans {
 		p := &plans[i]
 		part := ndPart{link: ndLink{ID: unique(p.name), Type: "phy", MAC: p.mac, MTU: p.mtu, Name: p.name}}
-		firstOf := map[model.Family]int{}
-		add := func(f model.Family, n ndNetwork) {
+		// routeTo is, per family, the network that carries the routes: the DHCP network, or the static
+		// network cloudbase-init applies (cloudbasePrimaries).
+		routeTo := map[model.Family]int{}
+		add := func(f model.Family, n ndNetwork, carriesRoutes bool) {
 			n.Link = part.link.ID
-			if _, ok := firstOf[f]; !ok {
-				firstOf[f] = len(part.networks)
+			if carriesRoutes {
+				routeTo[f] = len(part.networks)
 			}
 			part.networks = append(part.networks, n)
 		}
 		if p.dhcp4 {
-			add(model.IPv4, ndNetwork{ID: unique(p.name + "-ipv4-dhcp"), Type: "ipv4_dhcp"})
+			add(model.IPv4, ndNetwork{ID: unique(p.name + "-ipv4-dhcp"), Type: "ipv4_dhcp"}, true)
 		}
 		if p.dhcp6 {
-			add(model.IPv6, ndNetwork{ID: unique(p.name + "-ipv6-dhcp"), Type: "ipv6_dhcp"})
+			add(model.IPv6, ndNetwork{ID: unique(p.name + "-ipv6-dhcp"), Type: "ipv6_dhcp"}, true)
 		}
+		primary := cloudbasePrimaries(p)
 		for j, a := range p.static {
 			f := family(a.Addr())
+			isPrimary := primary[f] == j
 			n := ndNetwork{
 				ID:        unique(fmt.Sprintf("%s-ipv%d-%d", p.name, f, j)),
-				Type:      fmt.Sprintf("ipv%d", f),
+				Type:      ndStaticType(f, isPrimary),
 				IPAddress: a.Addr().String(),
 				Netmask:   netmask(a.Bits(), a.Addr().BitLen()),
 			}
-			if _, ok := firstOf[f]; !ok {
-				if gw := p.gateway(f); gw.IsValid() {
-					anyNet := "0.0.0.0"
-					if f == model.IPv6 {
-						anyNet = "::"
-					}
-					n.Routes = append(n.Routes, ndRoute{Network: anyNet, Netmask: anyNet, Gateway: gw.String()})
+			if gw := p.gateway(f); isPrimary && gw.IsValid() {
+				anyNet := "0.0.0.0"
+				if f == model.IPv6 {
+					anyNet = "::"
 				}
+				n.Routes = append(n.Routes, ndRoute{Network: anyNet, Netmask: anyNet, Gateway: gw.String()})
 			}
-			add(f, n)
+			add(f, n, isPrimary)
 		}
 		for _, r := range p.routes {
-			idx := firstOf[family(r.Dest.Addr())] // planNIC guarantees a network of the route's family
+			idx := routeTo[family(r.Dest.Addr())] // planNIC guarantees a network of the route's family
 			part.networks[idx].Routes = append(part.networks[idx].Routes, ndRouteOf(r))
 		}
 		if len(part.networks) == 0 {
@@ -115,10 +127,12 @@ func ndParts(plans []nicPlan, taken func(string) bool) []ndPart {
 			// subnet is what makes the eni renderer bring the link up (see v1Physical).
 			part.networks = append(part.networks, ndNetwork{ID: unique(p.name + "-manual"), Type: "manual", Link: part.link.ID})
 		} else {
+			dns := &part.networks[ndDNSNetwork(part.networks)]
 			for _, ns := range p.nameservers {
-				part.networks[0].DNSNameservers = append(part.networks[0].DNSNameservers, ns.String())
+				dns.DNSNameservers = append(dns.DNSNameservers, ns.String())
 			}
-			part.networks[0].DNSSearch = p.search
+			dns.DNSSearch = p.search
+			dns.Services = ndDNSServices(p.nameservers)
 		}
 		parts = append(parts, part)
 	}
@@ -142,10 +156,10 @@ func RenderNetworkDataJSON(ifaces []model.BoundInterface) ([]byte, error) {
 	return MergeNetworkDataJSON(nil, ifaces)
 }
 
-// MergeNetworkDataJSON adds our links and networks to the user's network_data.json. A user link that
-// configures one of our NICs (same ethernet_mac_address, case-insensitive, or same name) wins: ours for
-// that NIC is left out. Everything of theirs is kept as it was, unknown keys included: their data is
-// handled as raw JSON values and only read, never re-typed.
+// MergeNetworkDataJSON adds our links and networks to the user's network_data.json, before theirs (see
+// oursFirst). A user link that configures one of our NICs (same ethernet_mac_address, case-insensitive,
+// or same name) wins: ours for that NIC is left out. Everything of theirs is kept as it was, in their
+// order, unknown keys included: their data is handled as raw JSON values and only read, never re-typed.
 func MergeNetworkDataJSON(user []byte, ifaces []model.BoundInterface) ([]byte, error) {
 	plans, err := planNICs(ifaces)
 	if err != nil {
@@ -190,7 +204,7 @@ func MergeNetworkDataJSON(user []byte, ifaces []model.BoundInterface) ([]byte, e
 		}
 		var id string
 		if json.Unmarshal(l.ID, &id) == nil {
-			ids[id] = true
+			ids[strings.ToLower(id)] = true
 		}
 	}
 	for _, raw := range networks {
@@ -199,7 +213,7 @@ func MergeNetworkDataJSON(user []byte, ifaces []model.BoundInterface) ([]byte, e
 		}
 		var id string
 		if json.Unmarshal(raw, &n) == nil && json.Unmarshal(n.ID, &id) == nil {
-			ids[id] = true
+			ids[strings.ToLower(id)] = true
 		}
 	}
 
@@ -209,20 +223,26 @@ func MergeNetworkDataJSON(user []byte, ifaces []model.BoundInterface) ([]byte, e
 			kept = append(kept, p)
 		}
 	}
-	for _, part := range ndParts(kept, func(id string) bool { return ids[id] }) {
+	parts := ndParts(kept, func(id string) bool { return ids[strings.ToLower(id)] })
+	if hasDNSService(services) {
+		spreadDNSServices(parts)
+	}
+	var ourLinks, ourNetworks []json.RawMessage
+	for _, part := range parts {
 		l, err := json.Marshal(part.link)
 		if err != nil {
 			return nil, fmt.Errorf("encoding network_data.json link %q: %w", part.link.ID, err)
 		}
-		links = append(links, l)
+		ourLinks = append(ourLinks, l)
 		for _, n := range part.networks {
 			b, err := json.Marshal(n)
 			if err != nil {
 				return nil, fmt.Errorf("encoding network_data.json network %q: %w", n.ID, err)
 			}
-			networks = append(networks, b)
+			ourNetworks = append(ourNetworks, b)
 		}
 	}
+	links, networks = oursFirst(ourLinks, links), oursFirst(ourNetworks, networks)
 	for key, list := range map[string][]json.RawMessage{"links": links, "networks": networks, "services": services} {
 		if list == nil {
 			list = []json.RawMessage{}

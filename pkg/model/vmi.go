@@ -26,6 +26,8 @@ type ObjectMeta struct {
 	Name      string `json:"name,omitempty"`
 	Namespace string `json:"namespace,omitempty"`
 	UID       string `json:"uid,omitempty"`
+	// Annotations carry per-VMI opt-ins such as cloudinit.WindowsNetworkScriptAnnotation. Never log them.
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 // VirtualMachineInstanceSpec is the part of the VMI spec the sidecar needs.

@@ -19,8 +19,9 @@ import (
 func TestVMIMirror_ReadsWhatKubeVirtMarshals(t *testing.T) {
 	boot := uint(2)
 	kv := &kvv1.VirtualMachineInstance{
-		TypeMeta:   metav1.TypeMeta{Kind: "VirtualMachineInstance", APIVersion: "kubevirt.io/v1"},
-		ObjectMeta: metav1.ObjectMeta{Name: "vm1", Namespace: "ns1", UID: types.UID("5d0c6a1e-2b9f-4c61-9d0e-7f3b8c1a2e44"), Labels: map[string]string{"a": "b"}},
+		TypeMeta: metav1.TypeMeta{Kind: "VirtualMachineInstance", APIVersion: "kubevirt.io/v1"},
+		ObjectMeta: metav1.ObjectMeta{Name: "vm1", Namespace: "ns1", UID: types.UID("5d0c6a1e-2b9f-4c61-9d0e-7f3b8c1a2e44"), Labels: map[string]string{"a": "b"},
+			Annotations: map[string]string{"sriov-udn.kubevirt.io/windows-network-script": "true"}},
 		Spec: kvv1.VirtualMachineInstanceSpec{
 			Domain: kvv1.DomainSpec{Devices: kvv1.Devices{Interfaces: []kvv1.Interface{
 				{Name: "default", InterfaceBindingMethod: kvv1.InterfaceBindingMethod{Masquerade: &kvv1.InterfaceMasquerade{}}},
@@ -44,7 +45,8 @@ func TestVMIMirror_ReadsWhatKubeVirtMarshals(t *testing.T) {
 	require.NoError(t, err)
 
 	assert.Equal(t, "VirtualMachineInstance", vmi.Kind)
-	assert.Equal(t, model.ObjectMeta{Name: "vm1", Namespace: "ns1", UID: "5d0c6a1e-2b9f-4c61-9d0e-7f3b8c1a2e44"}, vmi.ObjectMeta)
+	assert.Equal(t, model.ObjectMeta{Name: "vm1", Namespace: "ns1", UID: "5d0c6a1e-2b9f-4c61-9d0e-7f3b8c1a2e44",
+		Annotations: map[string]string{"sriov-udn.kubevirt.io/windows-network-script": "true"}}, vmi.ObjectMeta)
 	require.Len(t, vmi.Spec.Domain.Devices.Interfaces, 3)
 	vf := vmi.Spec.Domain.Devices.Interfaces[1]
 	assert.Equal(t, "vf1", vf.Name)
