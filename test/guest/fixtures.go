@@ -1,6 +1,7 @@
 package guest
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -25,8 +26,9 @@ type vmiIface struct {
 	Name string
 	MAC  string
 	// NAD is "<ns>/<nad>" of a Multus network bound to our plugin; "" means the pod network
-	// with masquerade, which is not ours.
-	NAD string
+	// with masquerade (or bridge, with Bridge), which is not ours.
+	NAD    string
+	Bridge bool
 }
 
 // Bound says whether the interface uses our binding.
@@ -61,7 +63,11 @@ func newVMI(name string, ifaces []vmiIface, ci cloudInitVolume) *kvv1.VirtualMac
 			iface.Binding = &kvv1.PluginBinding{Name: bindingName}
 			network.Multus = &kvv1.MultusNetwork{NetworkName: i.NAD}
 		} else {
-			iface.Masquerade = &kvv1.InterfaceMasquerade{}
+			if i.Bridge {
+				iface.Bridge = &kvv1.InterfaceBridge{}
+			} else {
+				iface.Masquerade = &kvv1.InterfaceMasquerade{}
+			}
 			network.Pod = &kvv1.PodNetwork{}
 		}
 		vmi.Spec.Domain.Devices.Interfaces = append(vmi.Spec.Domain.Devices.Interfaces, iface)
@@ -85,17 +91,35 @@ func uuidFor(s string) string {
 	return fmt.Sprintf("%s-%s-4%s-8%s-%s", h[0:8], h[8:12], h[13:16], h[17:20], h[20:32])
 }
 
-// guestNICs returns one MAC per VMI interface, in spec order: what the guest gets.
-func guestNICs(vmi *kvv1.VirtualMachineInstance) ([]net.HardwareAddr, error) {
+// guestNICs returns one MAC per VMI interface, in spec order: what the guest gets. An interface the
+// domain wires (<interface>: the pod NIC) gets the domain's MAC, or one made up anew, as libvirt does
+// at define time when the domain has none; a VF gets its own MAC (the VMI's).
+func guestNICs(vmi *kvv1.VirtualMachineInstance, domainMACs map[string]string) ([]net.HardwareAddr, error) {
 	var macs []net.HardwareAddr
 	for _, i := range vmi.Spec.Domain.Devices.Interfaces {
-		mac, err := net.ParseMAC(i.MacAddress)
+		text := i.MacAddress
+		if d, wired := domainMACs[i.Name]; wired {
+			text = d
+			if text == "" {
+				macs = append(macs, libvirtMadeUpMAC())
+				continue
+			}
+		}
+		mac, err := net.ParseMAC(text)
 		if err != nil {
 			return nil, fmt.Errorf("VMI %s interface %s: %w", vmi.Name, i.Name, err)
 		}
 		macs = append(macs, mac)
 	}
 	return macs, nil
+}
+
+// libvirtMadeUpMAC is what libvirt gives an interface without a MAC: 52:54:00 (qemu's prefix) and
+// three random bytes (virDomainNetGenerateMAC).
+func libvirtMadeUpMAC() net.HardwareAddr {
+	mac := net.HardwareAddr{0x52, 0x54, 0x00, 0, 0, 0}
+	_, _ = rand.Read(mac[3:])
+	return mac
 }
 
 // podNetwork is one k8s.ovn.org/pod-networks value, as OVN-Kubernetes writes it
@@ -131,10 +155,10 @@ type attachment struct {
 
 // clusterDefault is the pod's cluster default network entry (eth0), infrastructure-locked when a
 // primary UDN exists, else primary.
-func clusterDefault(role string) (podNetwork, nadv1.NetworkStatus) {
+func clusterDefault(role, mac string) (podNetwork, nadv1.NetworkStatus) {
 	pn := podNetwork{
 		IPAddresses: []string{"10.244.1.7/24", "fd00:10:244:1::7/64"},
-		MACAddress:  "0a:58:0a:f4:01:07",
+		MACAddress:  mac,
 		Routes: []podRoute{
 			{Dest: "10.244.0.0/16", NextHop: "10.244.1.1"},
 			{Dest: "100.64.0.0/16", NextHop: "10.244.1.1"},
@@ -143,7 +167,7 @@ func clusterDefault(role string) (podNetwork, nadv1.NetworkStatus) {
 	}
 	st := nadv1.NetworkStatus{
 		Name: "ovn-kubernetes", Interface: "eth0", IPs: []string{"10.244.1.7", "fd00:10:244:1::7"},
-		Mac: "0a:58:0a:f4:01:07", Default: role == "primary", DNS: nadv1.DNS{},
+		Mac: mac, Default: role == "primary", DNS: nadv1.DNS{},
 	}
 	if role == "primary" {
 		pn.GatewayIPs = []string{"10.244.1.1", "fd00:10:244:1::1"}
@@ -156,7 +180,16 @@ func clusterDefault(role string) (podNetwork, nadv1.NetworkStatus) {
 // OVN-Kubernetes (pod-networks), Multus (networks, network-status) and virt-controller
 // (kubevirt.io/network-info) write them. defaultRole is the cluster default network's role.
 func podAnnotations(vmi *kvv1.VirtualMachineInstance, defaultRole string, atts []attachment) (map[string]string, error) {
-	defPN, defStatus := clusterDefault(defaultRole)
+	return podAnnotationsWithPodMAC(vmi, defaultRole, defaultPodIfaceMAC, atts)
+}
+
+// defaultPodIfaceMAC is the MAC of the pod's eth0 (OVN-K derives it from the pod's IPv4: 0a:58 + IP).
+const defaultPodIfaceMAC = "0a:58:0a:f4:01:07"
+
+// podAnnotationsWithPodMAC is podAnnotations for a pod whose eth0 has MAC podMAC (a new pod of the same
+// VM gets a new one).
+func podAnnotationsWithPodMAC(vmi *kvv1.VirtualMachineInstance, defaultRole, podMAC string, atts []attachment) (map[string]string, error) {
+	defPN, defStatus := clusterDefault(defaultRole, podMAC)
 	podNetworks := map[string]podNetwork{"default": defPN}
 	statuses := []nadv1.NetworkStatus{defStatus}
 	type selection struct {

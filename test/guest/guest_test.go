@@ -3,7 +3,11 @@ package guest
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -11,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	cloudinit "kubevirt.io/kubevirt/pkg/cloud-init"
 	"kubevirt.io/kubevirt/pkg/hooks"
@@ -44,12 +49,11 @@ func (e *guestEnv) record(name string, d time.Duration) {
 
 // TestGuest_CloudInitFromSidecar_ConfiguresGuestNICs runs virt-launcher's pre-start path against
 // the built sidecar and boots a Debian 12 guest on the ISO KubeVirt builds; each subtest asserts
-// on the guest's own report. Scenarios run two at a time (go test's -parallel, GOMAXPROCS).
+// on the guest's own report. Scenarios run two at a time (go test's -parallel, GOMAXPROCS); the
+// starts of one scenario run one after the other on one disk.
 func TestGuest_CloudInitFromSidecar_ConfiguresGuestNICs(t *testing.T) {
 	env := setupGuest(t)
-	userData, err := reportUserData()
-	require.NoError(t, err)
-	scenarios, err := buildScenarios(userData)
+	scenarios, err := buildScenarios()
 	require.NoError(t, err)
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
@@ -132,37 +136,91 @@ func logTimings(t *testing.T, env *guestEnv) {
 	}
 }
 
-// run is one scenario: pre-start path (serialised under the hook-root lock), ISO, boot, checks.
+// run is one scenario: per start, the pre-start path (serialised under the hook-root lock), ISO,
+// boot, checks. Starts after the first boot the same disk, as a restarted VM does.
 func (e *guestEnv) run(t *testing.T, sc scenario) {
 	work := t.TempDir()
-	var data *cloudinit.CloudInitData
-	if !t.Run("PreCloudInitIsoThroughHookManager", func(t *testing.T) {
-		data = e.preStart(t, sc, work)
+	disk := ""
+	if len(sc.starts) > 1 {
+		disk = filepath.Join(work, "disk.img")
+		require.NoError(t, copySparse(e.image.Root, disk), "the VM's own disk")
+	}
+	guestFwd := ""
+	if sc.include != "" {
+		// cloud-init fetches the user's #include URL (includeHost) through the pod NIC's user network.
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.WriteString(w, sc.include)
+		}))
+		t.Cleanup(srv.Close)
+		guestFwd = "tcp:" + includeHost + ":80-tcp:" + strings.TrimPrefix(srv.URL, "http://")
+	}
+	var first *Report
+	for i, st := range sc.starts {
+		name := fmt.Sprintf("start%d", i+1)
+		if !t.Run(name, func(t *testing.T) {
+			report := e.boot(t, sc.name+"/"+name, st, filepath.Join(work, name), disk, guestFwd)
+			st.check(t, report)
+			if first != nil {
+				// Every start is the same instance to cloud-init (KubeVirt keeps the instance-id).
+				assert.Equal(t, first.InstanceID, report.InstanceID, "cloud-init instance-id across starts")
+			}
+			first = report
+		}) {
+			t.FailNow()
+		}
+	}
+}
+
+// boot is one start: pre-start path, domain, ISO, qemu, report.
+func (e *guestEnv) boot(t *testing.T, name string, st start, work, disk, guestFwd string) *Report {
+	require.NoError(t, os.MkdirAll(work, 0o755))
+	var (
+		data    *cloudinit.CloudInitData
+		domMACs map[string]string
+	)
+	if !t.Run("HooksThroughHookManager", func(t *testing.T) {
+		data, domMACs = e.preStart(t, st, work)
 	}) {
 		t.FailNow()
 	}
 
 	t.Logf("network data the sidecar returned (%s):\n%s", data.DataSource, data.NetworkData)
-	iso, err := launcherGenerateISO(sc.vmi, data)
+	iso, err := launcherGenerateISO(st.vmi, data)
 	require.NoError(t, err)
-	nics, err := guestNICs(sc.vmi)
+	nics, err := guestNICs(st.vmi, domMACs)
 	require.NoError(t, err)
+	t.Logf("guest NICs: %v (domain MACs of the wired NICs: %v)", nics, domMACs)
 
 	ctx, cancel := context.WithTimeout(context.Background(), bootTimeout)
 	defer cancel()
-	boot := Boot{Image: e.image, ISO: iso, NICs: nics, ConsoleLog: filepath.Join(work, "console.log"), Accel: os.Getenv("GUEST_QEMU_ACCEL")}
+	boot := Boot{Image: e.image, Disk: disk, ISO: iso, NICs: nics, GuestFwd: guestFwd,
+		ConsoleLog: filepath.Join(work, "console.log"), Accel: os.Getenv("GUEST_QEMU_ACCEL")}
 	res, err := boot.Run(ctx)
-	keepArtifacts(t, sc.name, data, boot.ConsoleLog, res.Report)
+	keepArtifacts(t, name, data, boot.ConsoleLog, res.Report)
 	require.NoError(t, err, "boot the guest")
-	e.record("boot "+sc.name, res.Took)
+	e.record("boot "+name, res.Took)
 	t.Logf("guest booted and reported in %s", res.Took.Round(100*time.Millisecond))
 
 	report, err := ParseReport(res.Report)
 	require.NoError(t, err)
-	sc.check(t, report)
-	if t.Failed() {
-		t.Logf("what the guest reported:\n%s", report)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("what the guest reported:\n%s", report)
+		}
+	})
+	return report
+}
+
+// copySparse copies the image to a VM disk, keeping holes (cp --sparse=always): 2 GiB, mostly empty.
+func copySparse(src, dst string) error {
+	cp, err := findCommand("cp")
+	if err != nil {
+		return err
 	}
+	if out, err := exec.Command(cp, "--sparse=always", src, dst).CombinedOutput(); err != nil {
+		return fmt.Errorf("cp %s %s: %w: %s", src, dst, err, out)
+	}
+	return nil
 }
 
 // keepArtifacts copies what a scenario produced to $GUEST_ARTIFACTS_DIR/<scenario>/ when that is
@@ -191,16 +249,18 @@ func keepArtifacts(t *testing.T, name string, data *cloudinit.CloudInitData, con
 }
 
 // preStart starts the sidecar on pod-info written by kubelet's AtomicWriter, collects it with
-// KubeVirt's hook Manager and runs the Manager's PreCloudInitIso. It holds the hook-root lock
-// (the Manager collects every socket under /var/run/kubevirt-hooks) only for this part.
-func (e *guestEnv) preStart(t *testing.T, sc scenario, work string) *cloudinit.CloudInitData {
+// KubeVirt's hook Manager and runs the Manager's PreCloudInitIso, then builds the domain and runs its
+// OnDefineDomain, as virt-launcher does. It holds the hook-root lock (the Manager collects every socket
+// under /var/run/kubevirt-hooks) only for this part. It returns the cloud-init data and the MAC of each
+// NIC the domain wires as an <interface> ("" when the final domain gives it none).
+func (e *guestEnv) preStart(t *testing.T, st start, work string) (*cloudinit.CloudInitData, map[string]string) {
 	harness.LockHooksRoot(t)
-	// Unique across processes and scenarios; short, as a unix socket path has at most 107 bytes.
-	name := fmt.Sprintf("guest-%d-%s", os.Getpid(), uuidFor(sc.vmi.Name)[:8])
+	// Unique across processes and starts; short, as a unix socket path has at most 107 bytes.
+	name := fmt.Sprintf("guest-%d-%s", os.Getpid(), uuidFor(string(st.vmi.UID))[:8])
 	socketDir := harness.SidecarDir(t, name)
 
 	podInfoDir := filepath.Join(work, "podinfo")
-	require.NoError(t, harness.NewPodInfo(t, podInfoDir).Write(sc.labels, sc.annotations))
+	require.NoError(t, harness.NewPodInfo(t, podInfoDir).Write(st.labels, st.annotations))
 
 	p := harness.Start(t, e.sidecar,
 		"--socket-dir", socketDir,
@@ -213,10 +273,12 @@ func (e *guestEnv) preStart(t *testing.T, sc scenario, work string) *cloudinit.C
 		"--wait-timeout", "20s",
 	)
 	require.NoError(t, hooks.GetManager().Collect(1, collectTimeout), "collect the sidecar socket")
-	data, err := launcherPreStart(sc.vmi, e.secretsDir)
+	data, err := launcherPreStart(st.vmi, e.secretsDir)
+	require.NoErrorf(t, err, "sidecar logs:\n%s", p.Logs())
+	dom, err := launcherDefineDomain(st.vmi, st.kubevirtPodMAC)
 	require.NoErrorf(t, err, "sidecar logs:\n%s", p.Logs())
 	// virt-launcher calls Shutdown after qemu exits; the sidecar must answer it.
 	require.NoErrorf(t, hooks.GetManager().Shutdown(), "sidecar logs:\n%s", p.Logs())
 	_ = p.Signal(syscall.SIGTERM)
-	return data
+	return data, domainNICMACs(dom)
 }

@@ -26,7 +26,11 @@ type ImageSpec struct {
 	Packages []string
 	// CloudCfg is written to /etc/cloud/cloud.cfg.d/99-guest-test.cfg.
 	CloudCfg string
-	SizeMiB  int
+	// Files are written into the root (path relative to it -> content; mode 0755 when the path is
+	// under usr/local/sbin, else 0644); Links are symlinks (path -> target).
+	Files   map[string]string
+	Links   map[string]string
+	SizeMiB int
 }
 
 // imageLayoutVersion changes when the build steps below change in a way the spec does not show.
@@ -50,7 +54,16 @@ func DefaultImageSpec() ImageSpec {
 		// clouds that are not there. The minbase root has no update-locale, so cc_locale would
 		// report an error on every boot that has nothing to do with networking.
 		CloudCfg: "datasource_list: [ NoCloud, ConfigDrive, None ]\nlocale: false\n",
-		SizeMiB:  2048,
+		// The report comes from a unit of the image, not from the user data, so that every user-data
+		// format (none included) can be tested, on every boot, after cloud-init's final stage.
+		Files: map[string]string{
+			"usr/local/sbin/guest-report":               reportScript,
+			"etc/systemd/system/guest-report.service": reportUnit,
+		},
+		Links: map[string]string{
+			"etc/systemd/system/multi-user.target.wants/guest-report.service": "/etc/systemd/system/guest-report.service",
+		},
+		SizeMiB: 2048,
 	}
 }
 
@@ -61,6 +74,12 @@ func (s ImageSpec) Key() string {
 	h := sha256.New()
 	fmt.Fprintf(h, "layout=%s\nsuite=%s\nmirror=%s\npackages=%s\nsize=%d\ncloudcfg=%s",
 		imageLayoutVersion, s.Suite, s.Mirror, strings.Join(pkgs, ","), s.SizeMiB, s.CloudCfg)
+	for _, m := range []map[string]string{s.Files, s.Links} {
+		for _, k := range sortedKeys(m) {
+			fmt.Fprintf(h, "\n%s=%q", k, m[k])
+		}
+		h.Write([]byte{0})
+	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
@@ -153,13 +172,29 @@ func buildImage(ctx context.Context, work string, spec ImageSpec, logf func(stri
 		"etc/hostname": "guest\n",
 		"etc/cloud/cloud.cfg.d/99-guest-test.cfg": spec.CloudCfg,
 	}
+	for rel, content := range spec.Files {
+		files[rel] = content
+	}
 	for rel, content := range files {
 		p := filepath.Join(rootfs, rel)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return fmt.Errorf("guest image: %w", err)
 		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		mode := os.FileMode(0o644)
+		if strings.HasPrefix(rel, "usr/local/sbin/") {
+			mode = 0o755
+		}
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
 			return fmt.Errorf("guest image: write %s: %w", rel, err)
+		}
+	}
+	for rel, target := range spec.Links {
+		p := filepath.Join(rootfs, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return fmt.Errorf("guest image: %w", err)
+		}
+		if err := os.Symlink(target, p); err != nil {
+			return fmt.Errorf("guest image: link %s: %w", rel, err)
 		}
 	}
 	// The package cache is only weight in the image.

@@ -1,15 +1,27 @@
 package guest
 
 import (
+	"encoding/xml"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
+	"runtime"
 	"strings"
 
+	"github.com/vishvananda/netlink"
 	kvv1 "kubevirt.io/api/core/v1"
 	cloudinit "kubevirt.io/kubevirt/pkg/cloud-init"
+	cmdv1 "kubevirt.io/kubevirt/pkg/handler-launcher-com/cmd/v1"
 	"kubevirt.io/kubevirt/pkg/hooks"
+	"kubevirt.io/kubevirt/pkg/network/domainspec"
+	netdriver "kubevirt.io/kubevirt/pkg/network/driver"
+	"kubevirt.io/kubevirt/pkg/network/vmispec"
+	"kubevirt.io/kubevirt/pkg/virt-launcher/virtwrap/api"
+	"kubevirt.io/kubevirt/pkg/virt-launcher/virtwrap/converter"
+	archconverter "kubevirt.io/kubevirt/pkg/virt-launcher/virtwrap/converter/arch"
+	convertertypes "kubevirt.io/kubevirt/pkg/virt-launcher/virtwrap/converter/types"
 )
 
 // qemuUID is the uid KubeVirt's images give the qemu user; KubeVirt's ISO generator chowns its
@@ -76,4 +88,92 @@ func launcherGenerateISO(vmi *kvv1.VirtualMachineInstance, data *cloudinit.Cloud
 		return "", fmt.Errorf("KubeVirt built no ISO at %s: %w", iso, err)
 	}
 	return iso, nil
+}
+
+// launcherDefineDomain builds the domain the way virt-launcher does and runs the hook Manager's
+// OnDefineDomain on it, which calls the sidecar: KubeVirt's converter
+// (converter.Convert_v1_VirtualMachineInstance_To_api_Domain, the pod NIC attached as tap), then,
+// when podIfaceMAC is set, KubeVirt's own tap generator of SetupPodNetworkPhase2
+// (pkg/network/domainspec/generators.go), which writes the pod interface's MAC into a pod NIC whose
+// VMI sets none, as virt-launcher does before OnDefineDomain (virtwrap/manager.go preStartHook). With
+// podIfaceMAC empty the pod NIC reaches the sidecar without a MAC. The caller must have collected the
+// sidecar. It returns the domain virt-launcher would define.
+func launcherDefineDomain(vmi *kvv1.VirtualMachineInstance, podIfaceMAC string) (*api.DomainSpec, error) {
+	attachment := map[string]string{}
+	for _, iface := range vmi.Spec.Domain.Devices.Interfaces {
+		if iface.Masquerade != nil || iface.Bridge != nil {
+			attachment[iface.Name] = string(kvv1.Tap)
+		}
+	}
+	c := &convertertypes.ConverterContext{
+		Architecture:                    archconverter.NewConverter(runtime.GOARCH),
+		VirtualMachine:                  vmi,
+		AllowEmulation:                  true,
+		SMBios:                          &cmdv1.SMBios{},
+		DomainAttachmentByInterfaceName: attachment,
+	}
+	dom := &api.Domain{}
+	if err := converter.Convert_v1_VirtualMachineInstance_To_api_Domain(vmi, dom, c); err != nil {
+		return nil, fmt.Errorf("KubeVirt's converter: %w", err)
+	}
+	api.NewDefaulter(c.Architecture.GetArchitecture()).SetObjectDefaults_Domain(dom)
+	if podIfaceMAC != "" {
+		mac, err := net.ParseMAC(podIfaceMAC)
+		if err != nil {
+			return nil, err
+		}
+		for i := range vmi.Spec.Domain.Devices.Interfaces {
+			iface := &vmi.Spec.Domain.Devices.Interfaces[i]
+			if attachment[iface.Name] == "" {
+				continue
+			}
+			network := vmispec.LookupNetworkByName(vmi.Spec.Networks, iface.Name)
+			gen := domainspec.NewTapLibvirtSpecGenerator(iface, *network, dom, "eth0", podLinks{macs: map[string]net.HardwareAddr{"eth0": mac}})
+			if err := gen.Generate(); err != nil {
+				return nil, fmt.Errorf("KubeVirt's tap generator for %s: %w", iface.Name, err)
+			}
+		}
+	}
+	out, err := hooks.GetManager().OnDefineDomain(&dom.Spec, vmi)
+	if err != nil {
+		return nil, fmt.Errorf("OnDefineDomain hook failed: %w", err)
+	}
+	spec := &api.DomainSpec{}
+	if err := xml.Unmarshal([]byte(out), spec); err != nil { // as virt-launcher reads it back (libvirt_helper.go)
+		return nil, fmt.Errorf("read the domain OnDefineDomain returned: %w", err)
+	}
+	return spec, nil
+}
+
+// podLinks is the pod's network namespace as the tap generator sees it: the pod interface with its
+// MAC; no tap device (the generator then targets the pod interface). Every other NetworkHandler method
+// is left to the embedded nil interface: the generator calls only LinkByName.
+type podLinks struct {
+	netdriver.NetworkHandler
+	macs map[string]net.HardwareAddr
+}
+
+func (p podLinks) LinkByName(name string) (netlink.Link, error) {
+	mac, ok := p.macs[name]
+	if !ok {
+		return nil, netlink.LinkNotFoundError{}
+	}
+	return &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: name, HardwareAddr: mac, MTU: 1500}}, nil
+}
+
+// domainNICMACs maps VMI interface names to the MAC their <interface> has in the domain ("" when none):
+// what libvirt gives the guest, or makes up when empty.
+func domainNICMACs(spec *api.DomainSpec) map[string]string {
+	out := map[string]string{}
+	for _, iface := range spec.Devices.Interfaces {
+		if iface.Alias == nil {
+			continue
+		}
+		mac := ""
+		if iface.MAC != nil {
+			mac = iface.MAC.MAC
+		}
+		out[iface.Alias.GetName()] = mac
+	}
+	return out
 }

@@ -18,8 +18,13 @@ type Boot struct {
 	// ISO is the cloud-init disk KubeVirt generated; attached read-only as the second virtio
 	// disk, like KubeVirt's cloudinitdisk.
 	ISO string
+	// Disk, when set, is a writable copy of the image's root that the boot keeps (a VM's disk across
+	// restarts); otherwise writes go to a throwaway overlay.
+	Disk string
 	// NICs get one virtio-net device each, in order, with these MACs: one per VMI interface.
 	NICs []net.HardwareAddr
+	// GuestFwd is a qemu guestfwd rule for the first NIC's user network ("" = none).
+	GuestFwd string
 	// ConsoleLog receives the guest console (ttyS0) for diagnosis.
 	ConsoleLog string
 	MemoryMiB  int
@@ -61,19 +66,30 @@ func (b Boot) QemuArgs() []string {
 		// No ds= here: KubeVirt passes no kernel arguments; cloud-init finds the ISO by its
 		// volume label (cidata for NoCloud, config-2 for ConfigDrive).
 		"-append", "root=/dev/vda rw console=ttyS0",
-		// snapshot=on: writes go to a throwaway overlay, so the cached image stays pristine and
-		// several guests can share it.
-		"-drive", "file=" + b.Image.Root + ",format=raw,if=virtio,snapshot=on",
+		"-drive", rootDrive(b.Image.Root, b.Disk),
 		"-drive", "file=" + b.ISO + ",format=raw,if=virtio,readonly=on",
 	}
 	for i, mac := range b.NICs {
 		id := fmt.Sprintf("nic%d", i)
+		netdev := "user,id=" + id + ",restrict=on,ipv6=off"
+		if i == 0 && b.GuestFwd != "" {
+			netdev += ",guestfwd=" + b.GuestFwd
+		}
 		args = append(args,
-			"-netdev", "user,id="+id+",restrict=on,ipv6=off",
+			"-netdev", netdev,
 			"-device", "virtio-net-pci,netdev="+id+",mac="+mac.String())
 	}
 	// ttyS0: console to a file. ttyS1: the report, on qemu's stdout.
 	return append(args, "-serial", "file:"+b.ConsoleLog, "-serial", "stdio")
+}
+
+// rootDrive is the -drive value of the root disk: the image with a throwaway overlay
+// (snapshot=on: the cached image stays pristine and several guests can share it), or disk, kept.
+func rootDrive(image, disk string) string {
+	if disk != "" {
+		return "file=" + disk + ",format=raw,if=virtio"
+	}
+	return "file=" + image + ",format=raw,if=virtio,snapshot=on"
 }
 
 // Run boots the guest and returns as soon as the report is complete (the guest then powers

@@ -29,6 +29,10 @@ type Report struct {
 	Datasource string
 	// StageErrors holds cloud-init's errors per stage (status.json v1.<stage>.errors); empty is good.
 	StageErrors map[string][]string
+	// UserWork counts the runs of each piece of per-instance user work (userWorkDir/<name>.log lines).
+	UserWork map[string]int
+	// InstanceID is cloud-init's instance-id (/var/lib/cloud/data/instance-id).
+	InstanceID string
 	// Sections keeps every section's raw text, for failure messages.
 	Sections map[string]string
 }
@@ -131,6 +135,12 @@ func ParseReport(serial string) (*Report, error) {
 	}
 
 	r.NetworkdUnits = splitFiles(sections["networkd"])
+	r.UserWork = map[string]int{}
+	for path, body := range splitFiles(sections["userwork"]) {
+		name := strings.TrimSuffix(strings.TrimPrefix(path, userWorkDir+"/"), ".log")
+		r.UserWork[name] = strings.Count(body, "ran\n")
+	}
+	r.InstanceID = strings.TrimSpace(sections["instance"])
 
 	var status struct {
 		V1 map[string]json.RawMessage `json:"v1"`

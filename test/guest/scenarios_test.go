@@ -10,14 +10,28 @@ import (
 	kvv1 "kubevirt.io/api/core/v1"
 )
 
-// scenario is one VMI and pod, booted once; check asserts on the guest's own report.
+// scenario is one VM started once or more on one disk; include, when set, is served to the guest at
+// http://includeHost/ (the user's #include).
 type scenario struct {
-	name        string // the behaviour, as the subtest name
+	name    string // the behaviour, as the subtest name
+	starts  []start
+	include string
+}
+
+// start is one start of the VM: a new pod (annotations) and VMI (new UID); check asserts on the
+// guest's own report.
+type start struct {
 	vmi         *kvv1.VirtualMachineInstance
 	labels      map[string]string
 	annotations map[string]string
-	check       func(t *testing.T, r *Report)
+	// kubevirtPodMAC is the pod interface's MAC that KubeVirt's tap generator writes into the domain
+	// for a pod NIC without macAddress before OnDefineDomain ("" = leave the domain without one).
+	kubevirtPodMAC string
+	check          func(t *testing.T, r *Report)
 }
+
+// includeHost is where the guest finds the user's #include (qemu guestfwd on the pod NIC).
+const includeHost = "10.0.2.100"
 
 // MACs and addresses of the fixtures. 02:... MACs are locally administered: what a user sets in
 // the VMI and SR-IOV CNI/OVN-K then program as the VF's MAC.
@@ -89,7 +103,11 @@ func userNetworkDataV2() (string, error) {
 	})
 }
 
-func buildScenarios(userData string) ([]scenario, error) {
+func buildScenarios() ([]scenario, error) {
+	userData, err := cloudConfigUserData("runcmd")
+	if err != nil {
+		return nil, err
+	}
 	userNetworkData, err := userNetworkDataV2()
 	if err != nil {
 		return nil, err
@@ -178,16 +196,20 @@ func buildScenarios(userData string) ([]scenario, error) {
 		},
 	}
 
-	out := make([]scenario, 0, len(defs))
+	out := make([]scenario, 0, len(defs)+5)
 	for _, d := range defs {
 		vmi := newVMI(d.vmiName, d.ifaces, d.ci)
 		ann, err := podAnnotations(vmi, d.defaultRole, d.atts)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, scenario{name: d.name, vmi: vmi, labels: podLabels(vmi), annotations: ann, check: d.check})
+		out = append(out, scenario{name: d.name, starts: []start{{vmi: vmi, labels: podLabels(vmi), annotations: ann, check: d.check}}})
 	}
-	return out, nil
+	more, err := podNICScenarios()
+	if err != nil {
+		return nil, err
+	}
+	return append(out, more...), nil
 }
 
 // checkPrimary asserts what role primary means in the guest: the pod-networks addresses, both

@@ -83,17 +83,31 @@ func TestPodAnnotations_AreWhatOVNKAndMultusWrite(t *testing.T) {
 	assert.Equal(t, bindingName, vmi.Spec.Domain.Devices.Interfaces[1].Binding.Name)
 }
 
-func TestReportUserData_IsCloudConfigThatRunsTheReport(t *testing.T) {
-	ud, err := reportUserData()
+func TestImage_RunsTheReportAfterCloudInitsFinalStage_OnEveryBoot(t *testing.T) {
+	spec := DefaultImageSpec()
+	assert.Equal(t, reportScript, spec.Files["usr/local/sbin/guest-report"])
+	assert.Equal(t, reportUnit, spec.Files["etc/systemd/system/guest-report.service"])
+	assert.Contains(t, reportUnit, "After=cloud-final.service")
+	assert.Equal(t, "/etc/systemd/system/guest-report.service", spec.Links["etc/systemd/system/multi-user.target.wants/guest-report.service"])
+	other := spec
+	other.Files = map[string]string{"usr/local/sbin/guest-report": reportScript + "#"}
+	assert.NotEqual(t, spec.Key(), other.Key(), "a changed file makes a new image")
+}
+
+func TestUserDataFormats_LeaveATraceOfEachPieceOfUserWork(t *testing.T) {
+	cc, err := cloudConfigUserData("runcmd")
 	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(ud, "#cloud-config\n"))
+	require.True(t, strings.HasPrefix(cc, "#cloud-config\n"))
 	var doc struct {
-		WriteFiles []struct{ Path, Permissions, Content string } `yaml:"write_files"`
-		Runcmd     [][]string                                    `yaml:"runcmd"`
+		Runcmd [][]string `yaml:"runcmd"`
 	}
-	require.NoError(t, yaml.Unmarshal([]byte(ud), &doc))
-	require.Len(t, doc.WriteFiles, 1)
-	assert.Equal(t, reportScript, doc.WriteFiles[0].Content, "the script survives YAML intact")
-	assert.Equal(t, "0755", doc.WriteFiles[0].Permissions)
-	assert.Equal(t, [][]string{{doc.WriteFiles[0].Path}}, doc.Runcmd)
+	require.NoError(t, yaml.Unmarshal([]byte(cc), &doc))
+	assert.Equal(t, [][]string{{"sh", "-c", userWorkCommand("runcmd")}}, doc.Runcmd)
+	assert.True(t, strings.HasPrefix(scriptUserData("s"), "#!/bin/sh\n"))
+	mime, err := mimeUserData("m")
+	require.NoError(t, err)
+	assert.Contains(t, mime, "MIME-Version: 1.0")
+	assert.Contains(t, mime, userWorkCommand("m-script"))
+	assert.Contains(t, mime, userWorkCommand("m-cloud-config"))
+	assert.Equal(t, "#include\nhttp://x/y\n", includeUserData("http://x/y"))
 }

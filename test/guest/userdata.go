@@ -1,10 +1,13 @@
 package guest
 
-// reportScript runs from the user data's runcmd (cloud-final, after networking is up). It waits,
+// reportScript runs from guest-report.service (reportUnit), after cloud-init's final stage, at every
+// boot. It waits,
 // bounded, for systemd-networkd to finish configuring links and for IPv6 DAD, then writes the
 // report to the second serial port and powers off. The second port (ttyS1) carries nothing but
 // the report: the console on ttyS0 interleaves kernel and systemd messages. networkctl is not used:
-// it needs D-Bus, which a minbase guest lacks; networkd's state files say the same.
+// it needs D-Bus, which a minbase guest lacks; networkd's state files say the same. Besides the
+// network it reports what the user's data did (userWorkDir: one line per run of each piece of
+// per-instance work) and cloud-init's instance-id.
 const reportScript = `#!/bin/sh
 i=0
 while [ "$i" -lt 30 ]; do
@@ -40,20 +43,61 @@ files() {
   section leases files /run/systemd/netif/leases/*
   section netplan files /etc/netplan/*.yaml
   section cloudinit cat /run/cloud-init/status.json
+  section userwork files /var/lib/guest-test/*.log
+  section instance cat /var/lib/cloud/data/instance-id
   echo "@@report-end"
 } >/dev/ttyS1
 poweroff
 `
 
-// reportUserData is the user's cloud-config in every scenario: it installs and runs the report.
-// Built with a marshaller like everything else the test feeds cloud-init.
-func reportUserData() (string, error) {
+// reportUnit runs reportScript once cloud-init's final stage (runcmd, user scripts) is done.
+const reportUnit = `[Unit]
+Description=sriov-udn-binding guest test report
+After=cloud-final.service
+Wants=cloud-final.service
+
+[Service]
+Type=oneshot
+ExecStart=/usr/local/sbin/guest-report
+
+[Install]
+WantedBy=multi-user.target
+`
+
+// userWorkDir holds one log per piece of per-instance user work; each run appends a line.
+const userWorkDir = "/var/lib/guest-test"
+
+// userWorkCommand appends a line to userWorkDir/<name>.log.
+func userWorkCommand(name string) string {
+	return "mkdir -p " + userWorkDir + " && echo ran >> " + userWorkDir + "/" + name + ".log"
+}
+
+// cloudConfigUserData is a user's cloud-config whose runcmd (per instance) leaves a trace named name.
+func cloudConfigUserData(name string) (string, error) {
 	return cloudConfig(map[string]any{
-		"write_files": []map[string]any{{
-			"path":        "/usr/local/sbin/guest-report",
-			"permissions": "0755",
-			"content":     reportScript,
-		}},
-		"runcmd": [][]string{{"/usr/local/sbin/guest-report"}},
+		"runcmd": [][]string{{"sh", "-c", userWorkCommand(name)}},
 	})
+}
+
+// scriptUserData is a user's shell script (run once per instance by scripts_user).
+func scriptUserData(name string) string {
+	return "#!/bin/sh\n" + userWorkCommand(name) + "\n"
+}
+
+// mimeUserData is a user's MIME multipart: a cloud-config part and a script part.
+func mimeUserData(name string) (string, error) {
+	cc, err := cloudConfigUserData(name + "-cloud-config")
+	if err != nil {
+		return "", err
+	}
+	const b = "==user-boundary=="
+	return "Content-Type: multipart/mixed; boundary=\"" + b + "\"\nMIME-Version: 1.0\n\n" +
+		"--" + b + "\nContent-Type: text/cloud-config; charset=\"us-ascii\"\n\n" + cc +
+		"--" + b + "\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\n\n" + scriptUserData(name+"-script") +
+		"--" + b + "--\n", nil
+}
+
+// includeUserData is a user's #include of url, which serves cloudConfigUserData(name).
+func includeUserData(url string) string {
+	return "#include\n" + url + "\n"
 }
