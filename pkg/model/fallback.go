@@ -21,7 +21,7 @@ func FallbackInterface(vmi *VirtualMachineInstance, bindingName string) (*BoundI
 		if !pod[iface.Name] || isBound(iface, bindingName) || iface.State == InterfaceStateAbsent {
 			continue
 		}
-		fb := &BoundInterface{Name: iface.Name, Network: iface.Name, DHCP: true}
+		fb := &BoundInterface{Name: iface.Name, Network: iface.Name, DHCP: true, Virtio: true}
 		if iface.MacAddress != "" {
 			mac, err := parseMAC(iface.MacAddress)
 			if err != nil {

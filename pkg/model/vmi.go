@@ -94,9 +94,17 @@ type Volume struct {
 	CloudInitConfigDrive *CloudInitSource `json:"cloudInitConfigDrive,omitempty"`
 }
 
-// CloudInitSource is the inline network data of a cloud-init volume.
+// CloudInitSource is the network data of a cloud-init volume: inline, base64, or in a Secret that
+// virt-launcher reads (only `render` looks at these; the hooks get the data virt-launcher resolved).
 type CloudInitSource struct {
-	NetworkData string `json:"networkData,omitempty"`
+	NetworkData          string     `json:"networkData,omitempty"`
+	NetworkDataBase64    string     `json:"networkDataBase64,omitempty"`
+	NetworkDataSecretRef *SecretRef `json:"networkDataSecretRef,omitempty"`
+}
+
+// SecretRef names a Secret in the VMI's namespace.
+type SecretRef struct {
+	Name string `json:"name"`
 }
 
 // DecodeVMI decodes a VMI as virt-launcher sends it to hooks (json.Marshal of the KubeVirt type).
