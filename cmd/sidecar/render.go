@@ -66,14 +66,17 @@ Flags:
 // renderReport is render's output; with --format json it is the documented schema (README "render
 // --format json"): camelCase keys, no nulls (lists are [] when empty, optional values are left out).
 type renderReport struct {
-	VMI         reportVMI          `json:"vmi"`
-	BindingName string             `json:"bindingName"`
-	Result      string             `json:"result"` // rendered | wouldFail | waiting
-	ExitCode    int                `json:"exitCode"`
-	Interfaces  []reportInterface  `json:"interfaces"`
-	Warnings    []pipeline.Warning `json:"warnings"`
-	Missing     []reportMissing    `json:"missing"`
-	Failure     *reportFailure     `json:"failure,omitempty"`
+	VMI         reportVMI `json:"vmi"`
+	BindingName string    `json:"bindingName"`
+	Result      string    `json:"result"` // rendered | wouldFail | waiting
+	ExitCode    int       `json:"exitCode"`
+	// BoundInterfaces names the VMI interfaces bound to BindingName; Interfaces has what is derived
+	// for them (empty when the derivation fails: see Failure).
+	BoundInterfaces []string           `json:"boundInterfaces"`
+	Interfaces      []reportInterface  `json:"interfaces"`
+	Warnings        []pipeline.Warning `json:"warnings"`
+	Missing         []reportMissing    `json:"missing"`
+	Failure         *reportFailure     `json:"failure,omitempty"`
 	// DomainXML is OnDefineDomain's output for a domain with no devices: only our hostdevs.
 	DomainXML string           `json:"domainXML,omitempty"`
 	CloudInit *reportCloudInit `json:"cloudInit,omitempty"`
@@ -435,12 +438,13 @@ func snapshotFromPod(raw []byte) (*downwardapi.Snapshot, error) {
 // (PreCloudInitIso, then OnDefineDomain), through the same pipeline functions the hooks call.
 func render(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, opts model.Options) *renderReport {
 	r := &renderReport{
-		VMI:            reportVMI{Name: vmi.Name, Namespace: vmi.Namespace, UID: vmi.UID},
-		BindingName:    opts.BindingName,
-		Interfaces:     []reportInterface{},
-		Warnings:       []pipeline.Warning{},
-		Missing:        []reportMissing{},
-		InterfaceCache: []reportCacheEntry{},
+		VMI:             reportVMI{Name: vmi.Name, Namespace: vmi.Namespace, UID: vmi.UID},
+		BindingName:     opts.BindingName,
+		BoundInterfaces: append([]string{}, model.BoundInterfaceNames(vmi, opts.BindingName)...),
+		Interfaces:      []reportInterface{},
+		Warnings:        []pipeline.Warning{},
+		Missing:         []reportMissing{},
+		InterfaceCache:  []reportCacheEntry{},
 	}
 	defer func() {
 		r.Warnings = pipeline.SortWarnings(r.Warnings)
@@ -586,7 +590,7 @@ func printReport(w io.Writer, r *renderReport) {
 	if name == "" {
 		name = "(unnamed)"
 	}
-	fmt.Fprintf(w, "VMI %s: %d interface(s) bound to %q\n", name, len(r.Interfaces), r.BindingName)
+	fmt.Fprintf(w, "VMI %s: %d interface(s) bound to %q\n", name, len(r.BoundInterfaces), r.BindingName)
 	for _, i := range r.Interfaces {
 		head := "network " + i.Network
 		if i.NetworkName != "" {
@@ -616,7 +620,7 @@ func printReport(w io.Writer, r *renderReport) {
 			}
 		}
 		guessed := ""
-		if !i.PrefixKnown {
+		if !i.PrefixKnown && len(i.Addresses) > 0 {
 			guessed = " (prefix guessed: network-status has none)"
 		}
 		line("addresses", i.Addresses, guessed)
