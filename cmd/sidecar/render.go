@@ -38,6 +38,10 @@ const (
 	exitWaiting  = 3 // data is missing: the hooks would wait for it (listed), then fail
 )
 
+// warnInterfaceCache is render's warning when the cache would not be (fully) written; the hooks log
+// that as a failed refresh instead (pkg/hooks RefreshCache).
+const warnInterfaceCache = "interface-cache"
+
 // renderDomainXML is the domain render splices the hostdevs into: a domain with no devices, so that
 // the output shows ours alone.
 const renderDomainXML = "<domain type=\"kvm\">\n  <devices>\n  </devices>\n</domain>\n"
@@ -527,7 +531,7 @@ func render(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, opts 
 		}
 	}
 	if err != nil {
-		r.Warnings = append(r.Warnings, pipeline.Warning{Code: "interface-cache", Message: "the interface cache would not be (fully) written: " + err.Error()})
+		r.Warnings = append(r.Warnings, pipeline.Warning{Code: warnInterfaceCache, Message: "the interface cache would not be (fully) written: " + err.Error()})
 	}
 	return r
 }
