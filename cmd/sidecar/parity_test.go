@@ -213,3 +213,25 @@ func TestRenderAndHooks_SameAnswerOnEveryFixture(t *testing.T) {
 		})
 	}
 }
+
+// The pod-info directory form reads the same data as the Pod object: the same JSON report.
+func TestRender_PodInfoDir_SameReportAsPod(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("samples", "pod.json"))
+	require.NoError(t, err)
+	var pod struct {
+		Metadata struct {
+			Labels      map[string]string `json:"labels"`
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &pod))
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, downwardapi.LabelsFile), formatMap(pod.Metadata.Labels), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, downwardapi.AnnotationsFile), formatMap(pod.Metadata.Annotations), 0o644))
+	vmi := filepath.Join("samples", "vmi.json")
+	code, fromDir, stderr := runCapture("--pod-info-dir", dir, "--vmi", vmi, "--format", "json")
+	require.Equal(t, exitRendered, code, stderr)
+	code, fromPod, stderr := runCapture("--pod", filepath.Join("samples", "pod.json"), "--vmi", vmi, "--format", "json")
+	require.Equal(t, exitRendered, code, stderr)
+	assert.JSONEq(t, fromPod, fromDir)
+}
