@@ -20,7 +20,7 @@ MODULES      := . test test/manifests
 .PHONY: help build test test-unit test-integration test-manifests test-guest demo bench bench-micro lint fuzz image e2e clean
 
 help: ## list targets
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 build: ## static sidecar binary at $(BIN)
 	CGO_ENABLED=0 go build -trimpath -tags '$(GOTAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/sidecar
@@ -42,7 +42,10 @@ test-integration: ## the test/ module without the guest boot
 test-guest: ## boot a real Debian guest with cloud-init on the ISO KubeVirt builds from our output
 	cd test && go test -count=1 -timeout 30m -v ./guest/...
 
-demo: build ## run the sidecar's main job (render) on built-in sample data
+demo: ## run the sidecar's main job (render) on built-in sample data
+	@echo "== make demo: building $(BIN) first (on a fresh machine this downloads the Go modules and compiles: about 2 minutes)"
+	@$(MAKE) --no-print-directory build
+	@echo "== ./$(BIN) render --sample: what the hooks would do for the built-in virt-launcher pod and VMI"
 	./$(BIN) render --sample
 
 bench: build ## footprint beside KubeVirt's passt sidecar: table + bin/bench.json (figures, not thresholds; needs root)

@@ -31,6 +31,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "sriov-udn-binding: %v\n", err)
+		if hint := renderHint(args); hint != "" {
+			fmt.Fprintln(stderr, hint)
+		}
 		return 2
 	}
 	if cfg.showVersion {

@@ -29,6 +29,6 @@ func FuzzRender(f *testing.F) {
 		if err != nil {
 			return
 		}
-		_, _ = render(v, snap, model.Options{BindingName: "sriov-udn"})
+		_ = render(v, snap, model.Options{BindingName: "sriov-udn"})
 	})
 }

@@ -2,6 +2,7 @@ package cloudinit
 
 import (
 	"encoding/json"
+	"net"
 	"strings"
 	"testing"
 
@@ -203,4 +204,62 @@ func TestGuestName_NamesTheKernelRefusesAreHashed(t *testing.T) {
 	}
 	assert.Equal(t, "defaults", guestName("defaults"), "only the exact reserved names")
 	assert.Equal(t, "sriov-l2", guestName("sriov-l2"))
+}
+
+func TestGuestNameOf_PodNetworkNICIsNotNamedVF(t *testing.T) {
+	tests := []struct {
+		name   string
+		virtio bool
+		want   string
+	}{
+		{"sriov-l2", false, "sriov-l2"},
+		{"sriov-l2", true, "sriov-l2"},
+		{"default", false, guestName("default")},
+		{"default", true, "nic" + strings.TrimPrefix(guestName("default"), "vf")},
+		{"eth0", true, "nic" + strings.TrimPrefix(guestName("eth0"), "vf")},
+	}
+	for _, tc := range tests {
+		b := model.BoundInterface{Name: tc.name, Virtio: tc.virtio}
+		got := guestNameOf(&b)
+		assert.Equal(t, tc.want, got, tc.name)
+		if tc.virtio {
+			assert.False(t, strings.HasPrefix(got, "vf"), "%s: a virtio NIC is not named vf…", tc.name)
+		}
+	}
+	assert.True(t, strings.HasPrefix(guestName("default"), "vf"))
+}
+
+func TestApply_FallbackPodNIC_GuestNameSaysNIC(t *testing.T) {
+	fb := model.BoundInterface{Name: "default", Network: "default", DHCP: true, Virtio: true, MAC: net.HardwareAddr{2, 0, 0, 0, 0, 0x0a}}
+	vf := model.BoundInterface{Name: "vf1", Network: "vf1", MAC: net.HardwareAddr{2, 0, 0, 0, 1, 1}}
+	out, err := MergeNoCloud(nil, []model.BoundInterface{fb, vf})
+	require.NoError(t, err)
+	assert.Contains(t, string(out), `"name": "nic`)
+	assert.NotContains(t, string(out), `"name": "vf3`)
+}
+
+func TestUserConfigured_NamesOurNICsTheUserAlreadyConfigures(t *testing.T) {
+	ifaces := []model.BoundInterface{
+		{Name: "a", MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}},
+		{Name: "b", MAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}},
+		{Name: "c", MAC: net.HardwareAddr{2, 0, 0, 0, 0, 0x0c}},
+	}
+	tests := []struct {
+		name, ds, user string
+		want           []string
+	}{
+		{"none", "noCloud", "", nil},
+		{"v1 by MAC", "noCloud", "version: 1\nconfig:\n- type: physical\n  name: x\n  mac_address: '02:00:00:00:00:02'\n", []string{"b"}},
+		{"v2 by MAC, upper case", "noCloud", "network:\n  version: 2\n  ethernets:\n    x:\n      match: {macaddress: '02:00:00:00:00:0C'}\n", []string{"c"}},
+		{"v2 by MAC", "noCloud", "version: 2\nethernets:\n  x:\n    match: {macaddress: '02:00:00:00:00:01'}\n", []string{"a"}},
+		{"v2 by name", "noCloud", "version: 2\nethernets:\n  b: {dhcp4: true}\n", []string{"b"}},
+		{"configDrive by MAC", "configDrive", `{"links":[{"id":"l","ethernet_mac_address":"02:00:00:00:00:01"}]}`, []string{"a"}},
+		{"configDrive other MAC", "configDrive", `{"links":[{"id":"l","ethernet_mac_address":"02:00:00:00:00:09"}]}`, nil},
+		{"unparseable", "noCloud", "{", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, UserConfigured(tc.ds, []byte(tc.user), ifaces))
+		})
+	}
 }

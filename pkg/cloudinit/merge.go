@@ -90,15 +90,7 @@ func mergeV1(body *yaml.Node, plans []nicPlan) error {
 	if err != nil {
 		return err
 	}
-	var macs, names []string
-	for _, item := range config.Content {
-		if mac, ok := scalar(lookup(item, "mac_address")); ok {
-			macs = append(macs, mac)
-		}
-		if name, ok := scalar(lookup(item, "name")); ok {
-			names = append(names, name)
-		}
-	}
+	macs, names := userNICsV1(config)
 	for i := range plans {
 		if !configuredByUser(&plans[i], macs, names) {
 			config.Content = append(config.Content, v1Physical(&plans[i]))
@@ -110,7 +102,40 @@ func mergeV1(body *yaml.Node, plans []nicPlan) error {
 // mergeV2 treats every mapping-valued top-level key (ethernets, bonds, vlans, bridges, ...) as a map of
 // interface IDs: netplan IDs share one namespace, so an ID equal to our name is a clash too.
 func mergeV2(body *yaml.Node, plans []nicPlan) error {
-	var macs, names []string
+	macs, names := userNICsV2(body)
+	ethernets, err := collection(body, "ethernets", yaml.MappingNode, "!!map")
+	if err != nil {
+		return err
+	}
+	for i := range plans {
+		if configuredByUser(&plans[i], macs, names) {
+			continue
+		}
+		entry, err := v2Ethernet(&plans[i])
+		if err != nil {
+			return err
+		}
+		setQuotedKey(ethernets, plans[i].name, entry)
+	}
+	return nil
+}
+
+// userNICsV1 returns the MACs and names the entries of a v1 "config" list configure.
+func userNICsV1(config *yaml.Node) (macs, names []string) {
+	for _, item := range config.Content {
+		if mac, ok := scalar(lookup(item, "mac_address")); ok {
+			macs = append(macs, mac)
+		}
+		if name, ok := scalar(lookup(item, "name")); ok {
+			names = append(names, name)
+		}
+	}
+	return macs, names
+}
+
+// userNICsV2 returns the MACs and names (IDs, set-name, match.name) every mapping-valued top-level
+// section of a v2 body configures.
+func userNICsV2(body *yaml.Node) (macs, names []string) {
 	for i := 0; i+1 < len(body.Content); i += 2 {
 		section := resolve(body.Content[i+1])
 		if section == nil || section.Kind != yaml.MappingNode {
@@ -133,19 +158,5 @@ func mergeV2(body *yaml.Node, plans []nicPlan) error {
 			}
 		}
 	}
-	ethernets, err := collection(body, "ethernets", yaml.MappingNode, "!!map")
-	if err != nil {
-		return err
-	}
-	for i := range plans {
-		if configuredByUser(&plans[i], macs, names) {
-			continue
-		}
-		entry, err := v2Ethernet(&plans[i])
-		if err != nil {
-			return err
-		}
-		setQuotedKey(ethernets, plans[i].name, entry)
-	}
-	return nil
+	return macs, names
 }

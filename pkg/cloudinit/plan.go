@@ -87,6 +87,16 @@ func guestName(vmiIface string) string {
 	return "vf" + hex.EncodeToString(sum[:])[:11]
 }
 
+// guestNameOf is guestName for a VF; a NIC that is not one (the virtio pod-network NIC) gets the same
+// rule with "nic" in place of "vf", so that no guest name calls it a VF.
+func guestNameOf(b *model.BoundInterface) string {
+	name := guestName(b.Name)
+	if b.Virtio && name != b.Name {
+		return "nic" + strings.TrimPrefix(name, "vf")
+	}
+	return name
+}
+
 // isSafeIfname reports whether s is a letter followed by at most 14 letters, digits, "_" or "-".
 func isSafeIfname(s string) bool {
 	if len(s) == 0 || len(s) > 15 || !isLetter(s[0]) {
@@ -184,7 +194,7 @@ func planNICs(ifaces []model.BoundInterface) ([]nicPlan, error) {
 }
 
 func planNIC(b *model.BoundInterface) (nicPlan, error) {
-	p := nicPlan{iface: b.Name, name: guestName(b.Name), mtu: b.MTU}
+	p := nicPlan{iface: b.Name, name: guestNameOf(b), mtu: b.MTU}
 	if b.MAC == nil {
 		return p, fmt.Errorf("no MAC address from any source (VMI macAddress, network-status, pod-networks): cloud-init can only match the NIC by MAC")
 	}

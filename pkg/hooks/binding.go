@@ -1,25 +1,22 @@
 package hooks
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"reflect"
-	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/cloudinit"
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/domain"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/pipeline"
 )
 
 // Snapshots is what the binding needs of the DownwardAPI watcher.
@@ -83,130 +80,79 @@ func NewBinding(cfg BindingConfig) (*Binding, error) {
 
 // OnDefineDomain adds one <hostdev> per bound VF, waiting for device-info if it is not there yet.
 // It is idempotent: virt-launcher calls it several times per start (virtwrap/manager.go
-// allocateHotplugPorts), and on a migration target discards the result.
+// allocateHotplugPorts), and on a migration target discards the result. The work is
+// pipeline.Domain's, the same call `render` makes.
 func (b *Binding) OnDefineDomain(ctx context.Context, vmiJSON, domainXML []byte) ([]byte, error) {
 	vmi, err := decodeVMI(vmiJSON)
 	if err != nil {
 		return nil, err
 	}
-	names := model.BoundInterfaceNames(vmi, b.cfg.Options.BindingName)
-	if len(names) == 0 {
-		return domainXML, nil
+	need, err := pipeline.DomainNeed(vmi, b.cfg.Options, domainXML)
+	if err != nil {
+		return nil, grpcError(err)
 	}
-	// Interfaces KubeVirt wired itself (binding registered with domainAttachmentType tap/managedTap)
-	// need no VF and so no device-info.
-	wired := make(map[string]bool, len(names))
-	for _, name := range names {
-		ok, err := domain.WiredByKubeVirt(domainXML, name)
-		if err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "OnDefineDomain: %v", err)
-		}
-		wired[name] = ok
-	}
-	skip := func(name string) bool { return wired[name] }
-	snap, err := b.wait(ctx, "OnDefineDomain", func(s *downwardapi.Snapshot) []downwardapi.Missing {
-		return model.MissingForDomain(vmi, s, b.cfg.Options, skip)
-	})
+	snap, err := b.wait(ctx, pipeline.OnDefineDomain, need)
 	if err != nil {
 		return nil, err
 	}
-	ifaces, err := model.Build(vmi, snap, b.cfg.Options)
+	out, warnings, err := pipeline.Domain(vmi, snap, b.cfg.Options, domainXML)
 	if err != nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "OnDefineDomain: %v", err)
+		return nil, grpcError(err)
 	}
-	out, err := domain.Apply(domainXML, ifaces)
-	if err != nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "OnDefineDomain: %v", err)
-	}
-	if out, err = b.podNICMAC(vmi, snap, out); err != nil {
-		return nil, err
-	}
-	b.remember(vmi)
-	return out, nil
-}
-
-// podNICMAC makes the domain's pod-network NIC carry the MAC PreCloudInitIso matched it by (the pod
-// interface's, masquerade and bridge without macAddress) when KubeVirt left it none; KubeVirt v1.8 sets
-// it before OnDefineDomain (SetupPodNetworkPhase2), so this is a safety net, and an existing MAC is kept.
-func (b *Binding) podNICMAC(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, domainXML []byte) ([]byte, error) {
-	nic, err := model.FindPodNIC(vmi, snap, b.cfg.Options.BindingName)
-	if err != nil || nic == nil || !nic.FromPod || nic.Interface.MAC == nil {
-		return domainXML, nil // PreCloudInitIso reports the errors; nothing was matched by a pod MAC
-	}
-	out, res, err := domain.SetPodNICMAC(domainXML, nic.Interface.Name, nic.Interface.MAC)
-	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "OnDefineDomain: pod-network interface %q: %v", nic.Interface.Name, err)
-	}
-	want := nic.Interface.MAC.String()
-	switch {
-	case res.Set:
-		b.log.Info("pod network interface given the pod interface's MAC", "interface", nic.Interface.Name, "mac", want)
-	case res.Existing != "" && !strings.EqualFold(res.Existing, want):
-		b.log.Warn("pod network interface MAC differs from the pod interface's: the guest's network config matches the latter",
-			"interface", nic.Interface.Name, "domainMAC", res.Existing, "podMAC", want, "source", string(nic.Interface.MACSource))
+	b.warn(pipeline.OnDefineDomain, vmi, warnings)
+	if len(model.BoundInterfaceNames(vmi, b.cfg.Options.BindingName)) > 0 {
+		b.remember(vmi)
 	}
 	return out, nil
 }
 
 // PreCloudInitIso merges the guest network config of every bound interface into the user's
-// cloud-init, waiting for the annotations it needs.
+// cloud-init, waiting for the annotations it needs. The work is pipeline.CloudInit's, the same call
+// `render` makes.
 func (b *Binding) PreCloudInitIso(ctx context.Context, vmiJSON, cloudInitData, noCloudSource []byte) ([]byte, []byte, error) {
 	vmi, err := decodeVMI(vmiJSON)
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(model.BoundInterfaceNames(vmi, b.cfg.Options.BindingName)) == 0 {
-		// Nothing of ours: hand the data back as received. The one exception is an empty UserData,
-		// which KubeVirt would reject and replace with the legacy source, dropping the metadata
-		// (pkg/hooks/manager.go preCloudInitIsoValidateResult); Apply makes it "#cloud-config".
-		data, source, err := cloudinit.Apply(cloudInitData, nil)
-		if err != nil || bytes.Equal(data, cloudInitData) {
-			return cloudInitData, noCloudSource, nil
-		}
-		return data, source, nil
-	}
-	// Without user networkData our config replaces cloud-init's DHCP fallback, so the pod NIC is ours
-	// to configure too, matched by MAC: with masquerade and bridge that is the pod interface's MAC.
-	replacesFallback := !vmi.GivesNetworkData()
-	snap, err := b.wait(ctx, "PreCloudInitIso", func(s *downwardapi.Snapshot) []downwardapi.Missing {
-		missing := model.MissingForCloudInit(vmi, s, b.cfg.Options)
-		if replacesFallback {
-			missing = append(missing, model.MissingForPodNIC(vmi, s, b.cfg.Options.BindingName)...)
-		}
-		return missing
-	})
+	snap, err := b.wait(ctx, pipeline.PreCloudInitIso, pipeline.CloudInitNeed(vmi, b.cfg.Options))
 	if err != nil {
 		return nil, nil, err
 	}
-	ifaces, err := model.Build(vmi, snap, b.cfg.Options)
+	data, source, warnings, err := pipeline.CloudInit(vmi, snap, b.cfg.Options, cloudInitData, noCloudSource)
 	if err != nil {
-		return nil, nil, status.Errorf(codes.FailedPrecondition, "PreCloudInitIso: %v", err)
+		return nil, nil, grpcError(err)
 	}
-	var fallback []model.BoundInterface
-	nic, err := model.FindPodNIC(vmi, snap, b.cfg.Options.BindingName)
-	if err != nil {
-		return nil, nil, status.Errorf(codes.InvalidArgument, "PreCloudInitIso: %v", err)
+	b.warn(pipeline.PreCloudInitIso, vmi, warnings)
+	if len(model.BoundInterfaceNames(vmi, b.cfg.Options.BindingName)) > 0 {
+		b.remember(vmi)
 	}
-	if nic != nil {
-		if replacesFallback && nic.Interface.MAC == nil && nic.Unservable != "" {
-			return nil, nil, status.Errorf(codes.FailedPrecondition, "PreCloudInitIso: interface %q (pod network) has no macAddress "+
-				"and the VMI gives no networkData: the network config written for the SR-IOV interfaces replaces cloud-init's "+
-				"DHCP fallback and must match the pod NIC by MAC, but %s; set macAddress on interface %q, or give networkData",
-				nic.Interface.Name, nic.Unservable, nic.Interface.Name)
-		}
-		fallback = append(fallback, nic.Interface)
-	}
-	data, source, err := cloudinit.Apply(cloudInitData, ifaces, fallback...)
-	if err != nil {
-		return nil, nil, status.Errorf(codes.InvalidArgument, "PreCloudInitIso: %v", err)
-	}
-	b.remember(vmi)
 	return data, source, nil
+}
+
+// grpcError maps a pipeline failure to the gRPC status virt-launcher logs; the message is the
+// pipeline's, which `render` prints too.
+func grpcError(err error) error {
+	var pe *pipeline.Error
+	if !errors.As(err, &pe) {
+		return status.Error(codes.Internal, err.Error())
+	}
+	code := codes.FailedPrecondition
+	if pe.Kind == pipeline.InvalidInput {
+		code = codes.InvalidArgument
+	}
+	return status.Error(code, pe.Error())
+}
+
+// warn logs each warning as one WARN line with fields (names only, never annotation values).
+func (b *Binding) warn(hook string, vmi *model.VirtualMachineInstance, warnings []pipeline.Warning) {
+	for _, w := range warnings {
+		b.log.Warn("check the VMI", "hook", hook, "vmi", vmi.Namespace+"/"+vmi.Name, "code", w.Code, "interface", w.Interface, "detail", w.Message)
+	}
 }
 
 // wait blocks until need reports nothing missing, up to the configured timeout. A malformed
 // source fails at once (model.Build reports snapshot problems) instead of waiting it out.
-func (b *Binding) wait(ctx context.Context, hook string, need func(*downwardapi.Snapshot) []downwardapi.Missing) (*downwardapi.Snapshot, error) {
+func (b *Binding) wait(ctx context.Context, hook string, need pipeline.Need) (*downwardapi.Snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.WaitTimeout)
 	defer cancel()
 	start := time.Now()
@@ -278,17 +224,16 @@ func (b *Binding) current() *model.VirtualMachineInstance {
 // syncCache writes the interface cache for what is known now and says whether all of it was written.
 // Failures are logged, never passed to a hook: the cache feeds vmi.status, and must never fail a VM
 // start.
-func (b *Binding) syncCache(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, ifaces []model.BoundInterface) (ok bool) {
+func (b *Binding) syncCache(c pipeline.Cache) (ok bool) {
 	if b.cfg.Cache == nil {
 		return true
 	}
-	primary := model.PrimaryFamily(snap, b.cfg.Options.PodIP)
-	res, err := b.cfg.Cache.Sync(vmi.UID, vmi.Spec.Domain.Devices.Interfaces, ifaces, primary)
+	res, err := b.cfg.Cache.Sync(c.VMIUID, c.Spec, c.Bound, c.Primary)
 	if err != nil {
-		b.log.Warn("interface cache not fully written", "vmi", vmi.UID, "error", err.Error())
+		b.log.Warn("interface cache not fully written", "vmi", c.VMIUID, "error", err.Error())
 	}
 	if len(res.Written)+len(res.Removed) > 0 {
-		b.log.Info("interface cache updated", "vmi", vmi.UID, "written", res.Written, "removed", res.Removed)
+		b.log.Info("interface cache updated", "vmi", c.VMIUID, "written", res.Written, "removed", res.Removed)
 	}
 	return err == nil
 }
@@ -341,12 +286,12 @@ func (b *Binding) refreshOnce() {
 		// back only when either changes: nothing but this refresher writes there.)
 		return
 	}
-	ifaces, err := model.Build(vmi, snap, b.cfg.Options)
+	cache, err := pipeline.CacheFor(vmi, snap, b.cfg.Options)
 	if err != nil {
 		b.log.Warn("interface cache not refreshed", "generation", snap.Generation, "error", err.Error())
 		return
 	}
-	if b.syncCache(vmi, snap, ifaces) {
+	if b.syncCache(cache) {
 		b.synced.vmi, b.synced.generation = vmi, snap.Generation
 	}
 }

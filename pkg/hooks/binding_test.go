@@ -1,11 +1,14 @@
 package hooks
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -388,4 +391,52 @@ func TestBinding_RefreshOnce_RetriesAFailedWriteForTheSameVMIAndGeneration(t *te
 	assert.Empty(t, cache.calls, "the first write failed")
 	b.refreshOnce() // same VMI, same generation: still not written, so tried again
 	assert.Len(t, cache.calls, 1)
+}
+
+// Each warning of the pipeline is one WARN line with fields, never an annotation value.
+func TestBinding_Warnings_OneWARNLineWithFieldsEach(t *testing.T) {
+	annotations, vmi := loadSample(t)
+	var logs bytes.Buffer
+	b := newTestBinding(t, annotations, nil)
+	b.log = slog.New(slog.NewJSONHandler(&logs, nil))
+
+	// The VMI's macAddress of sriov-localnet differs from network-status; its user v2 data configures sriov-l2.
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(vmi, &doc))
+	ifaces := doc["spec"].(map[string]any)["domain"].(map[string]any)["devices"].(map[string]any)["interfaces"].([]any)
+	ifaces[2].(map[string]any)["macAddress"] = "02:00:00:aa:02:99"
+	mutated, err := json.Marshal(doc)
+	require.NoError(t, err)
+	in, err := json.Marshal(map[string]string{"DataSource": "noCloud", "UserData": "#cloud-config\n",
+		"NetworkData": "version: 2\nethernets:\n  mine:\n    match: {macaddress: \"02:00:00:aa:01:01\"}\n"})
+	require.NoError(t, err)
+	_, _, err = b.PreCloudInitIso(context.Background(), mutated, in, nil)
+	require.NoError(t, err)
+
+	var got []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &rec), line)
+		if rec["level"] == "WARN" {
+			got = append(got, rec)
+		}
+	}
+	require.Len(t, got, 2, logs.String())
+	codes := map[string]string{}
+	for _, rec := range got {
+		assert.Equal(t, "PreCloudInitIso", rec["hook"])
+		assert.Equal(t, "tenant-a/vm-sriov", rec["vmi"])
+		assert.NotEmpty(t, rec["detail"])
+		codes[rec["code"].(string)] = rec["interface"].(string)
+	}
+	assert.Equal(t, map[string]string{"mac-mismatch": "sriov-localnet", "user-network-data-wins": "sriov-l2"}, codes)
+	assert.NotContains(t, logs.String(), "02:00:00:aa:02:01", "the network-status MAC (an annotation value) is not logged")
+
+	// Nothing bound (a wrong binding name) is a warning too, from either hook.
+	logs.Reset()
+	b.cfg.Options.BindingName = "sriov"
+	_, err = b.OnDefineDomain(context.Background(), vmi, []byte("<domain><devices></devices></domain>"))
+	require.NoError(t, err)
+	assert.Contains(t, logs.String(), `"level":"WARN"`)
+	assert.Contains(t, logs.String(), `"code":"nothing-bound"`)
 }

@@ -73,6 +73,9 @@ type derived struct {
 	hasNetworkStatus bool
 	hasPodNetworks   bool
 	podNetworksKey   string
+	// statusMAC is network-status's "mac" for the interface (nil when absent), kept to tell the
+	// operator when it disagrees with the VMI's macAddress (MACMismatches).
+	statusMAC net.HardwareAddr
 }
 
 // Build derives every bound interface, in VMI spec order, from what the snapshot has now. It never
@@ -344,6 +347,9 @@ func (d *derived) setMAC(vmiMAC string, st *downwardapi.NetworkStatus, fileInfo,
 		}
 		if mac != nil && d.MAC == nil {
 			d.MAC, d.MACSource = mac, c.source
+		}
+		if c.source == MACFromNetworkStatus {
+			d.statusMAC = mac
 		}
 	}
 	if pn != nil && len(pn.MAC) > 0 {

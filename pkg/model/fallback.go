@@ -43,7 +43,7 @@ func FindPodNIC(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, binding
 		if !pod[iface.Name] || isBound(iface, bindingName) || iface.State == InterfaceStateAbsent {
 			continue
 		}
-		nic := &PodNIC{Interface: BoundInterface{Name: iface.Name, Network: iface.Name, DHCP: true}, Binding: podBindingName(iface)}
+		nic := &PodNIC{Interface: BoundInterface{Name: iface.Name, Network: iface.Name, DHCP: true, Virtio: true}, Binding: podBindingName(iface)}
 		if iface.MacAddress != "" {
 			mac, err := parseMAC(iface.MacAddress)
 			if err != nil {

@@ -76,4 +76,8 @@ type BoundInterface struct {
 	// GuestPCIAddress and BootOrder come from the VMI interface spec ("" / nil when unset).
 	GuestPCIAddress string
 	BootOrder       *uint
+
+	// Virtio is true for a NIC KubeVirt plugs itself (the pod-network NIC FallbackInterface returns),
+	// not a VF: its guest name must not read as one.
+	Virtio bool
 }

@@ -57,7 +57,7 @@ func DefaultImageSpec() ImageSpec {
 		// The report comes from a unit of the image, not from the user data, so that every user-data
 		// format (none included) can be tested, on every boot, after cloud-init's final stage.
 		Files: map[string]string{
-			"usr/local/sbin/guest-report":               reportScript,
+			"usr/local/sbin/guest-report":             reportScript,
 			"etc/systemd/system/guest-report.service": reportUnit,
 		},
 		Links: map[string]string{

@@ -1,0 +1,160 @@
+package pipeline
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+)
+
+var opts = model.Options{BindingName: "sriov-udn"}
+
+func vmiOf(t *testing.T, spec string) *model.VirtualMachineInstance {
+	t.Helper()
+	vmi, err := model.DecodeVMI([]byte(`{"metadata":{"name":"vm","namespace":"ns","uid":"u1"},"spec":` + spec + `}`))
+	require.NoError(t, err)
+	return vmi
+}
+
+const boundSpec = `{"domain":{"devices":{"interfaces":[
+	{"name":"default","masquerade":{},"macAddress":"02:00:00:00:00:0a"},
+	{"name":"vf1","macAddress":"02:00:00:00:01:01","binding":{"name":"sriov-udn"}}]}},
+	"networks":[{"name":"default","pod":{}},{"name":"vf1","multus":{"networkName":"nad1"}}]%s}`
+
+func snapOf(statusMAC string) *downwardapi.Snapshot {
+	ns := `[{"name":"ns/nad1","interface":"` + model.HashedPodInterfaceName("vf1") + `","ips":["10.0.0.5"],"mac":"` + statusMAC +
+		`","device-info":{"type":"pci","version":"1.1.0","pci":{"pci-address":"0000:65:00.2"}}}]`
+	return downwardapi.SnapshotFromMaps(nil, map[string]string{downwardapi.NetworkStatusAnnotation: ns})
+}
+
+func TestDomain_NothingBound_PassesThroughWithWarning(t *testing.T) {
+	vmi := vmiOf(t, `{"domain":{"devices":{"interfaces":[{"name":"a","sriov":{}},{"name":"b","binding":{"name":"other"}},{"name":"c"}]}}}`)
+	in := []byte("<domain><devices/></domain>")
+	out, ws, err := Domain(vmi, nil, opts, in)
+	require.NoError(t, err)
+	assert.Equal(t, in, out)
+	require.Len(t, ws, 1)
+	assert.Equal(t, WarnNothingBound, ws[0].Code)
+	assert.Contains(t, ws[0].Message, `a uses KubeVirt's core "sriov" binding; b uses binding plugin "other"; c uses no binding`)
+
+	_, ws, err = Domain(vmiOf(t, `{"domain":{"devices":{}}}`), nil, opts, in)
+	require.NoError(t, err)
+	assert.Contains(t, ws[0].Message, "the VMI has no interfaces")
+}
+
+func TestDomain_NoCloudInitVolume_Warns(t *testing.T) {
+	vmi := vmiOf(t, fmt.Sprintf(boundSpec, ""))
+	_, ws, err := Domain(vmi, snapOf("02:00:00:00:01:01"), opts, []byte("<domain><devices></devices></domain>"))
+	require.NoError(t, err)
+	require.Len(t, ws, 1)
+	assert.Equal(t, WarnNoCloudInitVolume, ws[0].Code)
+
+	vmi = vmiOf(t, fmt.Sprintf(boundSpec, `,"volumes":[{"name":"c","cloudInitConfigDrive":{}}]`))
+	_, ws, err = Domain(vmi, snapOf("02:00:00:00:01:01"), opts, []byte("<domain><devices></devices></domain>"))
+	require.NoError(t, err)
+	assert.Empty(t, ws)
+}
+
+func TestCloudInit_MACMismatch_WarnsWithoutAnnotationValue(t *testing.T) {
+	vmi := vmiOf(t, fmt.Sprintf(boundSpec, `,"volumes":[{"name":"c","cloudInitNoCloud":{}}]`))
+	data := []byte(`{"DataSource":"noCloud","UserData":"#cloud-config\n"}`)
+	_, _, ws, err := CloudInit(vmi, snapOf("02:00:00:00:01:99"), opts, data, nil)
+	require.NoError(t, err)
+	require.Len(t, ws, 1)
+	assert.Equal(t, Warning{Code: WarnMACMismatch, Interface: "vf1", Message: ws[0].Message}, ws[0])
+	assert.Contains(t, ws[0].Message, "02:00:00:00:01:01")
+	assert.NotContains(t, ws[0].Message, "02:00:00:00:01:99", "annotation values stay out of warnings (they are logged)")
+
+	_, _, ws, err = CloudInit(vmi, snapOf("02:00:00:00:01:01"), opts, data, nil)
+	require.NoError(t, err)
+	assert.Empty(t, ws, "same MAC: nothing to say")
+}
+
+func TestCloudInit_UserNetworkDataForOurMAC_Warns(t *testing.T) {
+	vmi := vmiOf(t, fmt.Sprintf(boundSpec, ""))
+	user, err := json.Marshal(map[string]string{"DataSource": "noCloud", "UserData": "#cloud-config\n",
+		"NetworkData": "version: 2\nethernets:\n  x:\n    match: {macaddress: \"02:00:00:00:01:01\"}\n    dhcp4: true\n"})
+	require.NoError(t, err)
+	_, _, ws, err := CloudInit(vmi, snapOf("02:00:00:00:01:01"), opts, user, nil)
+	require.NoError(t, err)
+	require.Len(t, ws, 1)
+	assert.Equal(t, WarnUserNetworkDataWins, ws[0].Code)
+	assert.Equal(t, "vf1", ws[0].Interface)
+}
+
+func TestCloudInit_PodNICWithoutMAC_FailsAsInvalidInputNamingTheHook(t *testing.T) {
+	vmi := vmiOf(t, `{"domain":{"devices":{"interfaces":[{"name":"default","masquerade":{}},{"name":"vf1","macAddress":"02:00:00:00:01:01","binding":{"name":"sriov-udn"}}]}},
+		"networks":[{"name":"default","pod":{}},{"name":"vf1","multus":{"networkName":"nad1"}}]}`)
+	_, _, _, err := CloudInit(vmi, snapOf("02:00:00:00:01:01"), opts, []byte(`{"DataSource":"noCloud"}`), nil)
+	var pe *Error
+	require.True(t, errors.As(err, &pe), "%v", err)
+	assert.Equal(t, PreCloudInitIso, pe.Hook)
+	assert.Equal(t, InvalidInput, pe.Kind)
+	assert.Contains(t, err.Error(), `PreCloudInitIso: interface "default" (pod network) has no macAddress`)
+}
+
+func TestDomainNeed_ListsVFAddress_UnlessKubeVirtWiredIt(t *testing.T) {
+	vmi := vmiOf(t, fmt.Sprintf(boundSpec, ""))
+	empty := downwardapi.SnapshotFromMaps(nil, nil)
+	need, err := DomainNeed(vmi, opts, []byte("<domain><devices></devices></domain>"))
+	require.NoError(t, err)
+	require.Len(t, need(empty), 1)
+	assert.Equal(t, "deviceInfo.pci.pci-address", need(empty)[0].Field)
+
+	wired := []byte(`<domain><devices><interface type="ethernet"><alias name="ua-vf1"/></interface></devices></domain>`)
+	need, err = DomainNeed(vmi, opts, wired)
+	require.NoError(t, err)
+	assert.Empty(t, need(empty))
+
+	_, err = DomainNeed(vmi, opts, []byte("<domain"))
+	var pe *Error
+	require.True(t, errors.As(err, &pe))
+	assert.Equal(t, InvalidInput, pe.Kind)
+}
+
+func TestVolumeCloudInitData(t *testing.T) {
+	nd := "version: 1\nconfig: []\n"
+	tests := []struct {
+		name, volumes, wantDS, wantND, warn string
+		ok                                  bool
+	}{
+		{"none", `[]`, "", "", "", false},
+		{"noCloud inline", `[{"name":"c","cloudInitNoCloud":{"networkData":"x: 1"}}]`, "noCloud", "x: 1", "", true},
+		{"configDrive base64", `[{"name":"c","cloudInitConfigDrive":{"networkDataBase64":"` + base64.StdEncoding.EncodeToString([]byte(nd)) + `"}}]`, "configDrive", nd, "", true},
+		{"secret", `[{"name":"c","cloudInitNoCloud":{"networkDataSecretRef":{"name":"s"}}}]`, "noCloud", "", WarnNetworkDataInSecret, true},
+		{"first volume wins", `[{"name":"d","containerDisk":{}},{"name":"a","cloudInitConfigDrive":{}},{"name":"b","cloudInitNoCloud":{}}]`, "configDrive", "", "", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			vmi := vmiOf(t, `{"domain":{"devices":{}},"volumes":`+tc.volumes+`}`)
+			data, ds, ws, ok, err := VolumeCloudInitData(vmi)
+			require.NoError(t, err)
+			assert.Equal(t, tc.ok, ok)
+			assert.Equal(t, tc.wantDS, ds)
+			if tc.warn != "" {
+				require.Len(t, ws, 1)
+				assert.Equal(t, tc.warn, ws[0].Code)
+			}
+			if ok {
+				var d struct{ DataSource, NetworkData string }
+				require.NoError(t, json.Unmarshal(data, &d))
+				assert.Equal(t, tc.wantDS, d.DataSource)
+				assert.Equal(t, tc.wantND, d.NetworkData)
+			}
+		})
+	}
+	_, _, _, _, err := VolumeCloudInitData(vmiOf(t, `{"domain":{"devices":{}},"volumes":[{"name":"c","cloudInitNoCloud":{"networkDataBase64":"%%%"}}]}`))
+	assert.ErrorContains(t, err, `VMI volume "c": cloudInitNoCloud.networkDataBase64`)
+}
+
+func TestSortWarnings_OrdersAndDropsDuplicates(t *testing.T) {
+	ws := SortWarnings([]Warning{{Code: "b"}, {Code: "a", Interface: "y"}, {Code: "a", Interface: "x"}, {Code: "b"}})
+	assert.Equal(t, []Warning{{Code: "a", Interface: "x"}, {Code: "a", Interface: "y"}, {Code: "b"}}, ws)
+}

@@ -1,0 +1,125 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+)
+
+// Warning is a case where the sidecar does what it was told but the result is probably not what the
+// operator meant. It never fails a hook: the hooks log it (one WARN line with these fields) and
+// `render` prints it. Message names VMI fields and annotation keys, never annotation values.
+type Warning struct {
+	Code      string `json:"code"`
+	Interface string `json:"interface,omitempty"`
+	Message   string `json:"message"`
+}
+
+// Warning codes.
+const (
+	// WarnNothingBound: no VMI interface uses this binding (core `sriov: {}`, or a wrong --binding-name).
+	WarnNothingBound = "nothing-bound"
+	// WarnNoCloudInitVolume: virt-launcher v1.8 dereferences a nil cloud-init payload and panics before
+	// PreCloudInitIso reaches us (pkg/hooks/manager.go preCloudInitIsoDataToJSON).
+	WarnNoCloudInitVolume = "no-cloud-init-volume"
+	// WarnMACMismatch: the VMI macAddress wins over the network-status mac of the same interface.
+	WarnMACMismatch = "mac-mismatch"
+	// WarnUserNetworkDataWins: the user's networkData configures one of our NICs, so ours is left out.
+	WarnUserNetworkDataWins = "user-network-data-wins"
+	// WarnPodMACMismatch: the domain's pod-network NIC has another MAC than the pod interface whose MAC
+	// the guest's network config matches (masquerade or bridge without macAddress).
+	WarnPodMACMismatch = "pod-mac-mismatch"
+	// WarnNetworkDataInSecret: render cannot read a networkDataSecretRef (virt-launcher can).
+	WarnNetworkDataInSecret = "network-data-in-secret"
+)
+
+// coreBindings are the VMI interface fields that select one of KubeVirt's own bindings
+// (kubevirt.io/api core/v1 InterfaceBindingMethod).
+var coreBindings = []string{"bridge", "slirp", "masquerade", "sriov", "macvtap", "passt"}
+
+func nothingBound(vmi *model.VirtualMachineInstance, opts model.Options) []Warning {
+	if vmi == nil {
+		return nil
+	}
+	uses := make([]string, 0, len(vmi.Spec.Domain.Devices.Interfaces))
+	for _, iface := range vmi.Spec.Domain.Devices.Interfaces {
+		uses = append(uses, fmt.Sprintf("%s uses %s", iface.Name, bindingOf(iface)))
+	}
+	msg := fmt.Sprintf("no interface of the VMI is bound to binding %q, so nothing is wired or configured", opts.BindingName)
+	if len(uses) > 0 {
+		msg += " (" + strings.Join(uses, "; ") + ")"
+	} else {
+		msg += " (the VMI has no interfaces)"
+	}
+	return []Warning{{Code: WarnNothingBound, Message: msg + ": check spec.domain.devices.interfaces[].binding.name and --binding-name"}}
+}
+
+// bindingOf says which binding an interface uses, for the nothing-bound warning.
+func bindingOf(iface model.Interface) string {
+	if iface.State == model.InterfaceStateAbsent {
+		return "nothing (state absent: being unplugged)"
+	}
+	if iface.Binding != nil {
+		return fmt.Sprintf("binding plugin %q", iface.Binding.Name)
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(iface.Raw, &fields) == nil {
+		for _, b := range coreBindings {
+			if _, ok := fields[b]; ok {
+				return fmt.Sprintf("KubeVirt's core %q binding", b)
+			}
+		}
+	}
+	return "no binding"
+}
+
+func noCloudInitVolume(vmi *model.VirtualMachineInstance) []Warning {
+	if _, ok := cloudInitVolume(vmi); ok {
+		return nil
+	}
+	return []Warning{{Code: WarnNoCloudInitVolume, Message: "the VMI has no cloudInitNoCloud or cloudInitConfigDrive volume: " +
+		"the guest gets no network config for its bound interfaces, and virt-launcher v1.8 panics before it calls PreCloudInitIso " +
+		"(the admission policy in manifests/ rejects such VMs)"}}
+}
+
+func macMismatches(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, opts model.Options) []Warning {
+	var out []Warning
+	for _, m := range model.MACMismatches(vmi, snap, opts) {
+		out = append(out, Warning{Code: WarnMACMismatch, Interface: m.Interface, Message: fmt.Sprintf(
+			"spec.domain.devices.interfaces[].macAddress %s differs from the mac in %s for this interface: the guest NIC is matched by the VMI's; "+
+				"if the VF does not carry it, the guest config will not apply", m.VMI, downwardapi.NetworkStatusAnnotation)})
+	}
+	return out
+}
+
+func userWins(dataSource string, names []string) []Warning {
+	out := make([]Warning, 0, len(names))
+	for _, name := range names {
+		out = append(out, Warning{Code: WarnUserNetworkDataWins, Interface: name, Message: fmt.Sprintf(
+			"the VMI's %s networkData already configures this NIC (same MAC or name): the user's entry is kept and "+
+				"the addresses, routes and DNS derived from the annotations are not applied", dataSource)})
+	}
+	return out
+}
+
+// SortWarnings orders warnings by code, then interface, and drops exact duplicates (two hooks can see
+// the same case).
+func SortWarnings(ws []Warning) []Warning {
+	sort.SliceStable(ws, func(i, j int) bool {
+		if ws[i].Code != ws[j].Code {
+			return ws[i].Code < ws[j].Code
+		}
+		return ws[i].Interface < ws[j].Interface
+	})
+	out := ws[:0]
+	for i, w := range ws {
+		if i == 0 || w != ws[i-1] {
+			out = append(out, w)
+		}
+	}
+	return out
+}
