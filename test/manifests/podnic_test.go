@@ -111,42 +111,45 @@ func TestPodNICPolicy_Verdicts(t *testing.T) {
 	secondaryWithoutMAC := func(t *testing.T, obj *unstructured.Unstructured) {
 		editInterface(t, obj, "blue", func(m map[string]any) { delete(m, "binding"); m["bridge"] = map[string]any{} })
 	}
-	const want = "interface default on the pod network has no macAddress: the sriov-udn sidecar writes the guest network config, " +
-		"which replaces cloud-init's DHCP fallback, and can match that NIC only by MAC; set macAddress or give networkData " +
-		"(the VM will fail to start otherwise)"
+	passt := podNIC(func(m map[string]any) { delete(m, "masquerade"); m["binding"] = map[string]any{"name": "passt"} })
+	bridge := podNIC(func(m map[string]any) { delete(m, "masquerade"); m["bridge"] = map[string]any{} })
+	const want = "interface default on the pod network has no macAddress and uses binding passt, whose MAC libvirt makes up " +
+		"when the domain is defined: the sriov-udn sidecar writes the guest network config, which replaces cloud-init's DHCP " +
+		"fallback, and must match that NIC by MAC before then; set macAddress, use masquerade or bridge, or give networkData"
 
 	cases := []struct {
 		name     string
 		mutate   []mutation
-		wantWarn bool
+		wantDeny bool
 		wantMsg  string
 	}{
-		{name: "the shipped example VM (MAC and networkData) gets no warning"},
-		{name: "masquerade pod NIC without MAC and no networkData warns", mutate: []mutation{noMAC, noNetworkData},
-			wantWarn: true, wantMsg: want},
-		{name: "the same with a config drive warns", mutate: []mutation{noMAC, configDrive}, wantWarn: true, wantMsg: want},
-		{name: "a blank networkData counts as none", mutate: []mutation{noMAC, networkData("networkData", " \n")},
-			wantWarn: true, wantMsg: want},
-		{name: "the interface name comes from the VM", mutate: []mutation{noMAC, noNetworkData, renamePodNetwork},
-			wantWarn: true, wantMsg: "interface podnet on the pod network has no macAddress"},
-		{name: "a pod NIC with another binding plugin warns too", mutate: []mutation{noMAC, noNetworkData,
-			podNIC(func(m map[string]any) { delete(m, "masquerade"); m["binding"] = map[string]any{"name": "passt"} })},
-			wantWarn: true, wantMsg: want},
-		{name: "macAddress set, no networkData: no warning", mutate: []mutation{noNetworkData}},
-		{name: "networkData, no MAC: no warning", mutate: []mutation{noMAC}},
-		{name: "networkDataBase64, no MAC: no warning", mutate: []mutation{noMAC, networkData("networkDataBase64", "dmVyc2lvbjogMQo=")}},
-		{name: "networkDataSecretRef, no MAC: no warning", mutate: []mutation{noMAC,
+		{name: "the shipped example VM (MAC and networkData) is admitted"},
+		// The VM as people write it: served (DHCP matched by the pod interface's MAC).
+		{name: "masquerade pod NIC without MAC and no networkData is admitted", mutate: []mutation{noMAC, noNetworkData}},
+		{name: "bridge pod NIC without MAC and no networkData is admitted", mutate: []mutation{noMAC, noNetworkData, bridge}},
+		{name: "the same with a config drive is admitted", mutate: []mutation{noMAC, configDrive}},
+		{name: "a pod NIC with another binding plugin, no MAC, no networkData is denied", mutate: []mutation{noMAC, noNetworkData, passt},
+			wantDeny: true, wantMsg: want},
+		{name: "the same with a config drive is denied", mutate: []mutation{noMAC, configDrive, passt}, wantDeny: true, wantMsg: want},
+		{name: "a blank networkData counts as none", mutate: []mutation{noMAC, passt, networkData("networkData", " \n")},
+			wantDeny: true, wantMsg: want},
+		{name: "the interface name comes from the VM", mutate: []mutation{noMAC, noNetworkData, passt, renamePodNetwork},
+			wantDeny: true, wantMsg: "interface podnet on the pod network has no macAddress"},
+		{name: "another plugin with macAddress set: admitted", mutate: []mutation{noNetworkData, passt}},
+		{name: "another plugin with networkData, no MAC: admitted", mutate: []mutation{noMAC, passt}},
+		{name: "networkDataBase64, no MAC: admitted", mutate: []mutation{noMAC, passt, networkData("networkDataBase64", "dmVyc2lvbjogMQo=")}},
+		{name: "networkDataSecretRef, no MAC: admitted", mutate: []mutation{noMAC, passt,
 			networkData("networkDataSecretRef", map[string]any{"name": "netdata"})}},
-		{name: "config drive with networkData, no MAC: no warning", mutate: []mutation{noMAC, configDrive,
+		{name: "config drive with networkData, no MAC: admitted", mutate: []mutation{noMAC, configDrive, passt,
 			cloudInit(func(s map[string]any) { s["networkData"] = "version: 1\nconfig: []\n" })}},
-		{name: "a pod interface bound to sriov-udn itself: no warning", mutate: []mutation{noMAC, noNetworkData,
+		{name: "a pod interface bound to sriov-udn itself: admitted", mutate: []mutation{noMAC, noNetworkData,
 			podNIC(func(m map[string]any) { delete(m, "masquerade"); m["binding"] = map[string]any{"name": bindingName} })}},
-		{name: "a pod interface being unplugged (state absent): no warning", mutate: []mutation{noMAC, noNetworkData,
+		{name: "a pod interface being unplugged (state absent): admitted", mutate: []mutation{noMAC, noNetworkData, passt,
 			podNIC(func(m map[string]any) { m["state"] = "absent" })}},
-		{name: "no pod network at all: no warning", mutate: []mutation{noPodNetwork, noNetworkData}},
-		{name: "a secondary network without MAC is not the pod network: no warning", mutate: []mutation{noNetworkData, secondaryWithoutMAC}},
-		{name: "a VM without our binding is not our business", mutate: []mutation{noMAC, noNetworkData, binding("")}},
-		{name: "a VM with another binding plugin is not our business", mutate: []mutation{noMAC, noNetworkData, binding("passt")}},
+		{name: "no pod network at all: admitted", mutate: []mutation{noPodNetwork, noNetworkData}},
+		{name: "a secondary network without MAC is not the pod network: admitted", mutate: []mutation{noNetworkData, secondaryWithoutMAC}},
+		{name: "a VM without our binding is not our business", mutate: []mutation{noMAC, noNetworkData, passt, binding("")}},
+		{name: "a VM with another binding plugin is not our business", mutate: []mutation{noMAC, noNetworkData, passt, binding("passt")}},
 	}
 	for _, kind := range []string{"VirtualMachine", "VirtualMachineInstance"} {
 		for _, tc := range cases {
@@ -159,8 +162,8 @@ func TestPodNICPolicy_Verdicts(t *testing.T) {
 					m(t, obj)
 				}
 				got := vap.evaluate(t, admission.Create, obj, nil)
-				assert.Equal(t, tc.wantWarn, got.denied, "messages: %v", got.messages)
-				if tc.wantWarn {
+				assert.Equal(t, tc.wantDeny, got.denied, "messages: %v", got.messages)
+				if tc.wantDeny {
 					require.Len(t, got.messages, 1)
 					assert.Contains(t, got.messages[0], tc.wantMsg)
 				}
@@ -174,10 +177,14 @@ func TestPodNICPolicy_VMUpdates(t *testing.T) {
 	vap := compileVAP(t, policy)
 
 	legacy := exampleVM(t)
-	editInterface(t, legacy, "default", func(m map[string]any) { delete(m, "macAddress") })
+	editInterface(t, legacy, "default", func(m map[string]any) {
+		delete(m, "macAddress")
+		delete(m, "masquerade")
+		m["binding"] = map[string]any{"name": "passt"}
+	})
 	editCloudInit(t, legacy, func(s map[string]any) { delete(s, "networkData") })
 
-	t.Run("an update that leaves the template alone gets no warning", func(t *testing.T) {
+	t.Run("an update that leaves the template alone is admitted", func(t *testing.T) {
 		updated := legacy.DeepCopy()
 		require.NoError(t, unstructured.SetNestedField(updated.Object, "Halted", "spec", "runStrategy"))
 		assert.False(t, vap.evaluate(t, admission.Update, updated, legacy).denied)
@@ -187,18 +194,17 @@ func TestPodNICPolicy_VMUpdates(t *testing.T) {
 		setField(t, updated, "External", "evictionStrategy")
 		assert.True(t, vap.evaluate(t, admission.Update, updated, legacy).denied)
 	})
-	t.Run("an update that sets the MAC gets no warning", func(t *testing.T) {
+	t.Run("an update that sets the MAC is admitted", func(t *testing.T) {
 		updated := legacy.DeepCopy()
 		editInterface(t, updated, "default", func(m map[string]any) { m["macAddress"] = "02:00:00:00:00:0a" })
 		assert.False(t, vap.evaluate(t, admission.Update, updated, legacy).denied)
 	})
 }
 
-// The sidecar is the authority (it refuses at PreCloudInitIso): the policy only warns.
-func TestPodNICPolicy_OnlyWarns(t *testing.T) {
+// What cannot be served fails at admission, never at VM start (issue 13): the binding denies.
+func TestPodNICPolicy_Denies(t *testing.T) {
 	policy, bindings := loadPolicy(t, podNICPolicyName)
 	assert.Equal(t, admissionregistrationv1.Ignore, *policy.Spec.FailurePolicy)
 	require.Len(t, bindings, 1)
-	assert.NotContains(t, bindings[0].Spec.ValidationActions, admissionregistrationv1.Deny)
-	assert.Contains(t, bindings[0].Spec.ValidationActions, admissionregistrationv1.Warn)
+	assert.Contains(t, bindings[0].Spec.ValidationActions, admissionregistrationv1.Deny)
 }
