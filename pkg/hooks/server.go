@@ -46,7 +46,7 @@ type Server struct {
 	log  *slog.Logger
 
 	grpc *grpc.Server
-	ln   net.Listener
+	ln   *trackingListener
 
 	// life is cancelled when the server stops, so handlers waiting for data return at once.
 	life     context.Context
@@ -82,7 +82,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	life, endLife := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, path: path, log: logger, life: life, endLife: endLife, stopCh: make(chan struct{})}
-	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(logInterceptor(logger), recoverInterceptor(logger), s.lifeInterceptor))
+	s.grpc = grpc.NewServer(
+		// A client that connects and stays silent is dropped after this long instead of gRPC's 120 s.
+		grpc.ConnectionTimeout(cfg.StopTimeout),
+		grpc.ChainUnaryInterceptor(logInterceptor(logger), recoverInterceptor(logger), s.lifeInterceptor))
 	info.RegisterInfoServer(s.grpc, infoServer{name: cfg.Name})
 	hooksv1alpha3.RegisterCallbacksServer(s.grpc, v1alpha3Server{handler: cfg.Handler, shutdown: s.Stop})
 	hooksv1alpha2.RegisterCallbacksServer(s.grpc, v1alpha2Server{handler: cfg.Handler})
@@ -125,7 +128,7 @@ func (s *Server) Listen() error {
 		_ = ln.Close()
 		return fmt.Errorf("hooks: chmod socket %q: %w", s.path, err)
 	}
-	s.ln = ln
+	s.ln = newTrackingListener(ln)
 	s.log.Info("listening", "socket", s.path)
 	return nil
 }
@@ -175,6 +178,7 @@ func (s *Server) Serve() error {
 }
 
 func (s *Server) gracefulStop() {
+	s.ln.closeSilent()
 	done := make(chan struct{})
 	go func() {
 		s.grpc.GracefulStop()
@@ -186,6 +190,8 @@ func (s *Server) gracefulStop() {
 	case <-done:
 	case <-timer.C:
 		s.log.Warn("graceful stop timed out, closing connections", "timeout", s.cfg.StopTimeout)
+		// Close the raw connections first: gRPC's Stop waits for handshakes in progress.
+		s.ln.closeAll()
 		s.grpc.Stop()
 		<-done
 	}
