@@ -245,18 +245,29 @@ func (b *Binding) syncCache(vmi *model.VirtualMachineInstance, snap *downwardapi
 	primary := model.PrimaryFamily(snap, b.cfg.Options.PodIP)
 	res, err := b.cfg.Cache.Sync(vmi.UID, vmi.Spec.Domain.Devices.Interfaces, ifaces, primary)
 	if err != nil {
-		b.log.Warn("interface cache not fully written", "vmi", vmi.UID, "error", err.Error())
+		b.log.Warn("interface cache not fully written", "vmi", vmi.UID, "generation", snap.Generation, "error", err.Error())
 	}
 	if len(res.Written)+len(res.Removed) > 0 {
-		b.log.Info("interface cache updated", "vmi", vmi.UID, "written", res.Written, "removed", res.Removed)
+		b.log.Info("interface cache updated", "vmi", vmi.UID, "generation", snap.Generation, "written", res.Written, "removed", res.Removed)
+	} else if err == nil {
+		b.log.Debug("interface cache checked", "vmi", vmi.UID, "generation", snap.Generation, "unchanged", len(res.Unchanged))
 	}
 	return err == nil
 }
 
+// Retry delays after a failed cache write (ENOSPC, a read-only or blocked directory): doubled per
+// failure up to the maximum, reset by a success. No timer exists while nothing failed, so an idle
+// sidecar uses no CPU.
+const (
+	cacheRetryFirst = time.Second
+	cacheRetryMax   = time.Minute
+)
+
 // RefreshCache writes the interface cache whenever a hook call brings the VMI or the annotations
-// change (IP changes), until ctx ends. It is the only writer of the cache. It knows the VMI only
-// from hook calls: an interface hot-plugged without a new hook call is not seen (nor wired: the
-// hostdev too comes from OnDefineDomain). A panic in one refresh is logged, not fatal.
+// change (IP changes), and retries a failed write with backoff, until ctx ends. It is the only writer
+// of the cache. It knows the VMI only from hook calls: an interface hot-plugged without a new hook
+// call is not seen (nor wired: the hostdev too comes from OnDefineDomain). A panic in one refresh is
+// logged, not fatal.
 func (b *Binding) RefreshCache(ctx context.Context) {
 	if b.cfg.Cache == nil {
 		return
@@ -273,40 +284,73 @@ func (b *Binding) RefreshCache(ctx context.Context) {
 			wake(changed)
 		}
 	}()
+	var (
+		retry   *time.Timer // nil while nothing failed
+		retryC  <-chan time.Time
+		backoff time.Duration
+	)
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-b.kick:
 		case <-changed:
+		case <-retryC:
 		}
-		b.refreshOnce()
+		if b.refreshOnce() {
+			backoff = 0
+			if retry != nil {
+				retry.Stop()
+				retry, retryC = nil, nil
+			}
+			continue
+		}
+		backoff = min(max(2*backoff, cacheRetryFirst), cacheRetryMax)
+		if retry == nil {
+			retry = time.NewTimer(backoff)
+			retryC = retry.C
+		} else {
+			retry.Reset(backoff)
+		}
+		b.log.Info("interface cache write retry scheduled", "in", backoff)
 	}
 }
 
-func (b *Binding) refreshOnce() {
+// refreshOnce syncs the cache for the latest VMI and snapshot; it reports false when a write failed
+// and should be retried.
+func (b *Binding) refreshOnce() (ok bool) {
 	// The pod has restartPolicy Never: nothing in this goroutine may take the sidecar down.
 	defer func() {
 		if r := recover(); r != nil {
 			b.log.Error("panic while refreshing the interface cache", "panic", fmt.Sprint(r))
+			ok = true // a retry would panic again; the next hook call or data change tries anew
 		}
 	}()
 	vmi := b.current()
 	if vmi == nil {
-		return // no hook call yet: the VMI is unknown
+		return true // no hook call yet: the VMI is unknown
 	}
 	snap := b.cfg.Snapshots.Snapshot()
 	if vmi == b.synced.vmi && snap.Generation == b.synced.generation {
 		// Written for this VMI and these annotations already. (A cache file removed by hand comes
 		// back only when either changes: nothing but this refresher writes there.)
-		return
+		return true
 	}
 	ifaces, err := model.Build(vmi, snap, b.cfg.Options)
 	if err != nil {
+		// Bad or missing data: the entries written from earlier data stay (no flap originates here),
+		// and the next data change tries again; retrying the same data would fail the same way.
 		b.log.Warn("interface cache not refreshed", "generation", snap.Generation, "error", err.Error())
-		return
+		return true
 	}
-	if b.syncCache(vmi, snap, ifaces) {
-		b.synced.vmi, b.synced.generation = vmi, snap.Generation
+	if !b.syncCache(vmi, snap, ifaces) {
+		return false
 	}
+	b.synced.vmi, b.synced.generation = vmi, snap.Generation
+	return true
 }

@@ -378,3 +378,22 @@ func TestBinding_RefreshOnce_RetriesAFailedWriteForTheSameVMIAndGeneration(t *te
 	b.refreshOnce() // same VMI, same generation: still not written, so tried again
 	assert.Len(t, cache.calls, 1)
 }
+
+func TestBinding_RefreshCache_FailedWriteRetriedWithoutHookCallOrDataChange(t *testing.T) {
+	annotations, vmi := loadSample(t)
+	cache := &failingOnceCache{recordingCache: recordingCache{calls: make(chan []model.BoundInterface, 4)}}
+	b := newTestBinding(t, annotations, cache)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { b.RefreshCache(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	_, err := b.OnDefineDomain(ctx, vmi, []byte("<domain><devices></devices></domain>"))
+	require.NoError(t, err)
+	select {
+	case bound := <-cache.calls:
+		assert.Len(t, bound, 2)
+	case <-time.After(3 * cacheRetryFirst):
+		t.Fatal("the failed write was not retried")
+	}
+}

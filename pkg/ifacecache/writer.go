@@ -62,9 +62,11 @@ func (w *Writer) Dir() string { return w.dir }
 
 // Sync makes <Dir>/<vmiUID>/ hold the entries BuildEntries decides for bound: it writes new and
 // changed entries atomically (temp file, fsync, rename, directory fsync; files 0640, directories
-// 0750), leaves identical ones untouched, and removes every other file there (interfaces that
-// disappeared, temp files left by a crash). It is idempotent; call it again whenever the VMI or the
-// annotations change (hotplug, IP change).
+// 0750) and leaves identical ones untouched. It keeps the last good entry of every interface the VMI
+// still has (in specIfaces or bound) even when its data is gone now: the cache feeds vmi.status, and
+// data that vanishes for a moment must not make an IP flap. It removes only entries of interfaces the
+// VMI no longer has (unplugged) and temp files left by a crash. It is idempotent; call it again
+// whenever the VMI or the annotations change (hotplug, IP change).
 //
 // It works only inside a real directory <Dir>/<vmiUID> owned by this process's user (never through a
 // symlink, at any level below Dir), writes only regular files there, reads existing entries up to
@@ -103,7 +105,15 @@ func (w *Writer) Sync(vmiUID string, specIfaces []model.Interface, bound []model
 		return res, errors.Join(append(errs, err)...)
 	}
 
-	keep := make(map[string]bool, len(entries))
+	keep := make(map[string]bool, len(entries)+len(specIfaces)+len(bound))
+	for _, s := range specIfaces {
+		if s.State != model.InterfaceStateAbsent {
+			keep[s.Name] = true
+		}
+	}
+	for _, b := range bound {
+		keep[b.Name] = true
+	}
 	for _, e := range entries {
 		keep[e.Name] = true
 		path := filepath.Join(vmiDir, e.Name)
