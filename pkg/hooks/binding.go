@@ -181,7 +181,7 @@ func (b *Binding) wait(ctx context.Context, hook string, need func(*downwardapi.
 	for _, m := range missing {
 		items = append(items, m.String())
 	}
-	b.log.Info("waiting for data", "hook", hook, "timeout", b.cfg.WaitTimeout, "missing", items)
+	b.log.Info("waiting for data", "hook", hook, "timeout", b.cfg.WaitTimeout, "missingCount", len(items), "missing", firstNames(items))
 	snap, err := b.cfg.Snapshots.Wait(ctx, need)
 	if err != nil {
 		var missing *downwardapi.MissingError
@@ -245,10 +245,12 @@ func (b *Binding) syncCache(vmi *model.VirtualMachineInstance, snap *downwardapi
 	primary := model.PrimaryFamily(snap, b.cfg.Options.PodIP)
 	res, err := b.cfg.Cache.Sync(vmi.UID, vmi.Spec.Domain.Devices.Interfaces, ifaces, primary)
 	if err != nil {
-		b.log.Warn("interface cache not fully written", "vmi", vmi.UID, "generation", snap.Generation, "error", err.Error())
+		b.log.Warn("interface cache not fully written", "vmi", vmi.UID, "generation", snap.Generation, "error", boundedError(err))
 	}
 	if len(res.Written)+len(res.Removed) > 0 {
-		b.log.Info("interface cache updated", "vmi", vmi.UID, "generation", snap.Generation, "written", res.Written, "removed", res.Removed)
+		b.log.Info("interface cache updated", "vmi", vmi.UID, "generation", snap.Generation,
+			"writtenCount", len(res.Written), "written", firstNames(res.Written),
+			"removedCount", len(res.Removed), "removed", firstNames(res.Removed))
 	} else if err == nil {
 		b.log.Debug("interface cache checked", "vmi", vmi.UID, "generation", snap.Generation, "unchanged", len(res.Unchanged))
 	}
@@ -345,7 +347,7 @@ func (b *Binding) refreshOnce() (ok bool) {
 	if err != nil {
 		// Bad or missing data: the entries written from earlier data stay (no flap originates here),
 		// and the next data change tries again; retrying the same data would fail the same way.
-		b.log.Warn("interface cache not refreshed", "generation", snap.Generation, "error", err.Error())
+		b.log.Warn("interface cache not refreshed", "generation", snap.Generation, "error", boundedError(err))
 		return true
 	}
 	if !b.syncCache(vmi, snap, ifaces) {
