@@ -23,7 +23,7 @@ import (
 // turn our writes, chmods and removals onto someone else's files.
 type FileSystem interface {
 	// OpenDir opens root/name, which must be a real directory (not a symlink) owned by this process's
-	// user. With create, root (MkdirAll) and root/name (mode perm) are created when missing. Without
+	// user; root itself must not be a symlink either (its parent may be). With create, root (MkdirAll) and root/name (mode perm) are created when missing. Without
 	// it, a missing root/name is an error satisfying errors.Is(err, fs.ErrNotExist).
 	OpenDir(root, name string, create bool, perm fs.FileMode) (Dir, error)
 }
@@ -72,8 +72,18 @@ func (OSFileSystem) OpenDir(root, name string, create bool, perm fs.FileMode) (D
 			return nil, err
 		}
 	}
-	// The root is the operator's flag: symlinks in it are theirs to choose, so it is opened normally.
-	rootFD, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	// The root's parent is the operator's choice (symlinks there are theirs); the root itself usually
+	// sits in the hooks emptyDir that the compute container can write, so it must not be a symlink.
+	root = filepath.Clean(root)
+	parentFD, err := unix.Open(filepath.Dir(root), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: filepath.Dir(root), Err: err}
+	}
+	rootFD, err := unix.Openat(parentFD, filepath.Base(root), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	_ = unix.Close(parentFD)
+	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+		return nil, fmt.Errorf("cache root %s: %w (a symlink or not a directory)", root, ErrNotOurDirectory)
+	}
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: root, Err: err}
 	}

@@ -454,3 +454,15 @@ func TestSync_OddFilesAtEntryPath_ReplacedWithoutFollowingOrBlocking(t *testing.
 		})
 	}
 }
+
+func TestSync_CacheRootIsASymlink_RefusedAndTargetUntouched(t *testing.T) {
+	base := t.TempDir()
+	target := filepath.Join(base, "hooks")
+	require.NoError(t, os.MkdirAll(target, 0o755))
+	root := filepath.Join(base, "ifacecache")
+	require.NoError(t, os.Symlink("hooks", root))
+
+	_, err := NewWriter(root, nil).Sync(testUID, nil, []model.BoundInterface{bound("net1", "10.0.0.1/8")}, model.IPv4)
+	require.ErrorIs(t, err, ErrNotOurDirectory)
+	assert.Empty(t, dirNames(t, target), "nothing created through the symlink")
+}

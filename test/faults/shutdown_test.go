@@ -39,6 +39,23 @@ func TestShutdown_SilentClientConnected_SIGTERMExitsWithinStopTimeout(t *testing
 	assert.NoFileExists(t, l.socket())
 }
 
+// A client that sent part of the preface and stalls is cut at the stop timeout.
+func TestShutdown_StalledPrefaceClient_SIGTERMExitsWithinStopTimeout(t *testing.T) {
+	l := newLayout(t)
+	proc := l.start(t)
+	conn, err := net.Dial("unix", l.socket())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	_, err = conn.Write([]byte("PRI * HTTP/2.0\r\n"))
+	require.NoError(t, err)
+
+	require.NoError(t, proc.Signal(syscall.SIGTERM))
+	code, err := proc.Wait(stopBound)
+	require.NoError(t, err, "a client stalled in the HTTP/2 preface held the stop")
+	assert.Equal(t, 0, code)
+	assert.NoFileExists(t, l.socket())
+}
+
 func TestShutdown_SilentClientConnected_ShutdownHookExitsWithinStopTimeout(t *testing.T) {
 	l := newLayout(t)
 	proc := l.start(t)
