@@ -56,6 +56,7 @@ require (
 	github.com/sriov-udn-binding/sriov-udn-binding v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1
 	go.yaml.in/yaml/v3 v3.0.5
+	google.golang.org/grpc v1.85.0
 	k8s.io/apimachinery v0.34.3
 	k8s.io/kubernetes v1.34.2
 	kubevirt.io/api v1.8.0
@@ -143,7 +144,6 @@ require (
 	golang.org/x/text v0.42.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
-	google.golang.org/grpc v1.85.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect

@@ -12,6 +12,10 @@ import (
 
 var errHelp = errors.New("help requested")
 
+// minWaitTimeout is the shortest --wait-timeout accepted: kubelet refreshes a DownwardAPI volume
+// seconds after a change at best, so a shorter wait only turns late data into failed VM starts.
+const minWaitTimeout = time.Second
+
 // config is everything the flags (or their environment twins) say.
 type config struct {
 	socketDir      string
@@ -88,10 +92,11 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), helpOut io
 	if err := cfg.logLevel.UnmarshalText([]byte(level)); err != nil {
 		return cfg, fmt.Errorf("invalid %s %q: want debug, info, warn or error", levelSource, level)
 	}
-	if cfg.waitTimeout <= 0 || cfg.waitTimeout >= time.Minute {
-		return cfg, fmt.Errorf("invalid --wait-timeout %s: must be above 0 and below virt-launcher's 1m hook deadline", cfg.waitTimeout)
+	if cfg.waitTimeout < minWaitTimeout || cfg.waitTimeout >= time.Minute {
+		return cfg, fmt.Errorf("invalid --wait-timeout %s: must be at least %s and below virt-launcher's 1m hook deadline", cfg.waitTimeout, minWaitTimeout)
 	}
-	for name, v := range map[string]string{"--socket-dir": cfg.socketDir, "--socket-name": cfg.socketName, "--binding-name": cfg.bindingName} {
+	// An empty cache dir would put the cache in the working directory: refused rather than guessed.
+	for name, v := range map[string]string{"--socket-dir": cfg.socketDir, "--socket-name": cfg.socketName, "--binding-name": cfg.bindingName, "--iface-cache-dir": cfg.ifaceCacheDir} {
 		if strings.TrimSpace(v) == "" {
 			return cfg, fmt.Errorf("invalid %s: must not be empty", name)
 		}

@@ -65,7 +65,10 @@ func TestParseFlags_BadValuesGiveOneClearError(t *testing.T) {
 		{"unknown flag", []string{"--nope"}, nil, "flag provided but not defined: -nope"},
 		{"bad duration", []string{"--wait-timeout", "soon"}, nil, "invalid value \"soon\" for flag -wait-timeout"},
 		{"timeout above hook deadline", []string{"--wait-timeout", "2m"}, nil, "below virt-launcher's 1m hook deadline"},
-		{"zero timeout", []string{"--wait-timeout", "0s"}, nil, "must be above 0"},
+		{"zero timeout", []string{"--wait-timeout", "0s"}, nil, "must be at least 1s"},
+		{"1ns timeout", []string{"--wait-timeout=1ns"}, nil, "must be at least 1s"},
+		{"empty cache dir", []string{"--iface-cache-dir", ""}, nil, "invalid --iface-cache-dir: must not be empty"},
+		{"empty cache dir env", nil, map[string]string{"IFACE_CACHE_DIR": ""}, "invalid --iface-cache-dir: must not be empty"},
 		{"bad env duration", nil, map[string]string{"WAIT_TIMEOUT": "x"}, "invalid WAIT_TIMEOUT \"x\""},
 		{"bad env level names the env", nil, map[string]string{"LOG_LEVEL": "verbose"}, "invalid LOG_LEVEL \"verbose\""},
 		{"bad level", []string{"--log-level", "loud"}, nil, "invalid --log-level \"loud\""},
@@ -93,7 +96,7 @@ func TestRun_ExitCodes(t *testing.T) {
 		{"version", []string{"--version"}, 0, "dev", ""},
 		{"help", []string{"--help"}, 0, "-socket-dir", ""},
 		{"bad flag", []string{"--wait-timeout", "x"}, 2, "", "sriov-udn-binding: invalid value"},
-		{"missing socket dir", []string{"--socket-dir", "/nonexistent-sriov-udn"}, 1, "", "socket directory \"/nonexistent-sriov-udn\""},
+		{"missing socket dir", []string{"--socket-dir", "/nonexistent-sriov-udn"}, 1, "", `"level":"ERROR","msg":"stopped on error","error":"hooks: socket directory \"/nonexistent-sriov-udn\"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -41,10 +41,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	// SIGHUP too: a closed terminal or a runtime's hang-up must stop the sidecar cleanly (socket
+	// removed, exit 0) rather than kill it with the socket left behind.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()
 	if err := serve(ctx, cfg, stderr); err != nil {
-		fmt.Fprintf(stderr, "sriov-udn-binding: %v\n", err)
+		var logged loggedError
+		if !errors.As(err, &logged) {
+			fmt.Fprintf(stderr, "sriov-udn-binding: %v\n", err)
+		}
 		return 1
 	}
 	return 0

@@ -15,8 +15,15 @@ import (
 
 // serve wires watcher, binding and hook server, and runs until ctx is cancelled (a signal) or
 // virt-launcher calls Shutdown. Start-up never waits for DownwardAPI data.
-func serve(ctx context.Context, cfg config, stderr io.Writer) error {
+func serve(ctx context.Context, cfg config, stderr io.Writer) (err error) {
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	// Once logging began every line is JSON, the fatal one too.
+	defer func() {
+		if err != nil {
+			logger.Error("stopped on error", "error", err.Error())
+			err = loggedError{err}
+		}
+	}()
 
 	watcher, err := downwardapi.NewWatcher(downwardapi.Config{
 		DeviceInfoFile: cfg.deviceInfoFile,
@@ -68,3 +75,8 @@ func serve(ctx context.Context, cfg config, stderr io.Writer) error {
 	defer stopOnSignal()
 	return srv.Serve()
 }
+
+// loggedError is an error serve already logged; run must not print it again as plain text.
+type loggedError struct{ error }
+
+func (e loggedError) Unwrap() error { return e.error }

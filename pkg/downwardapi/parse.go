@@ -82,7 +82,7 @@ func ParseFormatMap(source string, data []byte) (map[string]string, error) {
 		}
 		key, quoted, ok := strings.Cut(line, "=")
 		if !ok {
-			return nil, &FieldError{Source: source, Key: lineKey, Err: fmt.Errorf("no '=' in %s", quote(line))}
+			return nil, &FieldError{Source: source, Key: lineKey, Err: fmt.Errorf("no '=' in the line (%d bytes, not shown: it may hold a secret)", len(line))}
 		}
 		if key == "" {
 			return nil, &FieldError{Source: source, Key: lineKey, Err: errors.New("empty key")}
@@ -93,7 +93,7 @@ func ParseFormatMap(source string, data []byte) (map[string]string, error) {
 		}
 		value, err := strconv.Unquote(quoted)
 		if err != nil {
-			return nil, &FieldError{Source: source, Key: lineKey, Err: fmt.Errorf("unquoting value %s: %w", quote(quoted), err)}
+			return nil, &FieldError{Source: source, Key: lineKey, Err: fmt.Errorf("unquoting value (%d bytes, not shown: it may hold a secret): %w", len(quoted), err)}
 		}
 		if _, dup := m[key]; dup {
 			return nil, &FieldError{Source: source, Key: lineKey, Err: errors.New("duplicate key")}

@@ -141,6 +141,22 @@ func TestParseFormatMap_BadInput_ErrorNamesFileLineAndKey(t *testing.T) {
 	}
 }
 
+func TestParseFormatMap_MalformedLine_ErrorNeverRepeatsTheValue(t *testing.T) {
+	const secret = "s3cr3t-t0ken"
+	for name, in := range map[string]string{
+		"no equals":          "a=\"1\"\n" + secret + "-rest",
+		"unterminated quote": `k="` + secret,
+		"bad escape":         `k="` + secret + `\q"`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := ParseFormatMap("/pod/annotations", []byte(in))
+			require.Error(t, err)
+			assert.NotContains(t, err.Error(), secret[:4])
+			assert.Contains(t, err.Error(), "not shown")
+		})
+	}
+}
+
 func TestParseFormatMap_TrailingNewline_Tolerated(t *testing.T) {
 	m, err := ParseFormatMap("f", []byte("a=\"1\"\n"))
 	require.NoError(t, err)

@@ -241,15 +241,20 @@ func (w *Watcher) route(ev fsnotify.Event) []*source {
 			w.reconcile(s)
 			dirty = append(dirty, s)
 		case s.watchPoint != s.dir:
-			// Watching an ancestor: move down when a component of the path appears.
-			if ev.Has(fsnotify.Create|fsnotify.Rename) && within(s.dir, name) {
+			// Watching an ancestor: move down when a component of the path appears, or when its mode
+			// changes (Chmod): a directory we could not watch or read may have become readable.
+			if ev.Has(fsnotify.Create|fsnotify.Rename|fsnotify.Chmod) && within(s.dir, name) {
 				w.reconcile(s)
 				dirty = append(dirty, s)
 			}
-		case filepath.Dir(name) == s.dir && ev.Op != fsnotify.Chmod:
+		case name == s.dir && ev.Has(fsnotify.Chmod):
+			// The directory's own mode changed: files unreadable through it may be readable now.
+			dirty = append(dirty, s)
+		case filepath.Dir(name) == s.dir:
 			// kubelet renames ..data into place (Create; some systems report Write, see
 			// jimmidyson/configmap-reload#190) and creates the user-visible symlinks on the first update;
-			// a plain directory gets Create/Write/Remove of the file itself.
+			// a plain directory gets Create/Write/Remove of the file itself, and Chmod when its mode is
+			// fixed in place (a mode-000 file made readable). A re-read publishes only changed content.
 			base := filepath.Base(name)
 			if base == dataLink || slices.Contains(s.files, base) {
 				dirty = append(dirty, s)

@@ -167,7 +167,7 @@ func (b *Binding) wait(ctx context.Context, hook string, need pipeline.Need) (*d
 	for _, m := range missing {
 		items = append(items, m.String())
 	}
-	b.log.Info("waiting for data", "hook", hook, "timeout", b.cfg.WaitTimeout, "missing", items)
+	b.log.Info("waiting for data", "hook", hook, "timeout", b.cfg.WaitTimeout, "missingCount", len(items), "missing", firstNames(items))
 	snap, err := b.cfg.Snapshots.Wait(ctx, need)
 	if err != nil {
 		var missing *downwardapi.MissingError
@@ -224,24 +224,37 @@ func (b *Binding) current() *model.VirtualMachineInstance {
 // syncCache writes the interface cache for what is known now and says whether all of it was written.
 // Failures are logged, never passed to a hook: the cache feeds vmi.status, and must never fail a VM
 // start.
-func (b *Binding) syncCache(c pipeline.Cache) (ok bool) {
+func (b *Binding) syncCache(c pipeline.Cache, generation uint64) (ok bool) {
 	if b.cfg.Cache == nil {
 		return true
 	}
 	res, err := b.cfg.Cache.Sync(c.VMIUID, c.Spec, c.Bound, c.Primary)
 	if err != nil {
-		b.log.Warn("interface cache not fully written", "vmi", c.VMIUID, "error", err.Error())
+		b.log.Warn("interface cache not fully written", "vmi", c.VMIUID, "generation", generation, "error", boundedError(err))
 	}
 	if len(res.Written)+len(res.Removed) > 0 {
-		b.log.Info("interface cache updated", "vmi", c.VMIUID, "written", res.Written, "removed", res.Removed)
+		b.log.Info("interface cache updated", "vmi", c.VMIUID, "generation", generation,
+			"writtenCount", len(res.Written), "written", firstNames(res.Written),
+			"removedCount", len(res.Removed), "removed", firstNames(res.Removed))
+	} else if err == nil {
+		b.log.Debug("interface cache checked", "vmi", c.VMIUID, "generation", generation, "unchanged", len(res.Unchanged))
 	}
 	return err == nil
 }
 
+// Retry delays after a failed cache write (ENOSPC, a read-only or blocked directory): doubled per
+// failure up to the maximum, reset by a success. No timer exists while nothing failed, so an idle
+// sidecar uses no CPU.
+const (
+	cacheRetryFirst = time.Second
+	cacheRetryMax   = time.Minute
+)
+
 // RefreshCache writes the interface cache whenever a hook call brings the VMI or the annotations
-// change (IP changes), until ctx ends. It is the only writer of the cache. It knows the VMI only
-// from hook calls: an interface hot-plugged without a new hook call is not seen (nor wired: the
-// hostdev too comes from OnDefineDomain). A panic in one refresh is logged, not fatal.
+// change (IP changes), and retries a failed write with backoff, until ctx ends. It is the only writer
+// of the cache. It knows the VMI only from hook calls: an interface hot-plugged without a new hook
+// call is not seen (nor wired: the hostdev too comes from OnDefineDomain). A panic in one refresh is
+// logged, not fatal.
 func (b *Binding) RefreshCache(ctx context.Context) {
 	if b.cfg.Cache == nil {
 		return
@@ -258,40 +271,73 @@ func (b *Binding) RefreshCache(ctx context.Context) {
 			wake(changed)
 		}
 	}()
+	var (
+		retry   *time.Timer // nil while nothing failed
+		retryC  <-chan time.Time
+		backoff time.Duration
+	)
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-b.kick:
 		case <-changed:
+		case <-retryC:
 		}
-		b.refreshOnce()
+		if b.refreshOnce() {
+			backoff = 0
+			if retry != nil {
+				retry.Stop()
+				retry, retryC = nil, nil
+			}
+			continue
+		}
+		backoff = min(max(2*backoff, cacheRetryFirst), cacheRetryMax)
+		if retry == nil {
+			retry = time.NewTimer(backoff)
+			retryC = retry.C
+		} else {
+			retry.Reset(backoff)
+		}
+		b.log.Info("interface cache write retry scheduled", "in", backoff)
 	}
 }
 
-func (b *Binding) refreshOnce() {
+// refreshOnce syncs the cache for the latest VMI and snapshot; it reports false when a write failed
+// and should be retried.
+func (b *Binding) refreshOnce() (ok bool) {
 	// The pod has restartPolicy Never: nothing in this goroutine may take the sidecar down.
 	defer func() {
 		if r := recover(); r != nil {
 			b.log.Error("panic while refreshing the interface cache", "panic", fmt.Sprint(r))
+			ok = true // a retry would panic again; the next hook call or data change tries anew
 		}
 	}()
 	vmi := b.current()
 	if vmi == nil {
-		return // no hook call yet: the VMI is unknown
+		return true // no hook call yet: the VMI is unknown
 	}
 	snap := b.cfg.Snapshots.Snapshot()
 	if vmi == b.synced.vmi && snap.Generation == b.synced.generation {
 		// Written for this VMI and these annotations already. (A cache file removed by hand comes
 		// back only when either changes: nothing but this refresher writes there.)
-		return
+		return true
 	}
 	cache, err := pipeline.CacheFor(vmi, snap, b.cfg.Options)
 	if err != nil {
-		b.log.Warn("interface cache not refreshed", "generation", snap.Generation, "error", err.Error())
-		return
+		// Bad or missing data: the entries written from earlier data stay (no flap originates here),
+		// and the next data change tries again; retrying the same data would fail the same way.
+		b.log.Warn("interface cache not refreshed", "generation", snap.Generation, "error", boundedError(err))
+		return true
 	}
-	if b.syncCache(cache) {
-		b.synced.vmi, b.synced.generation = vmi, snap.Generation
+	if !b.syncCache(cache, snap.Generation) {
+		return false
 	}
+	b.synced.vmi, b.synced.generation = vmi, snap.Generation
+	return true
 }

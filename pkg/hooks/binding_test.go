@@ -440,3 +440,22 @@ func TestBinding_Warnings_OneWARNLineWithFieldsEach(t *testing.T) {
 	assert.Contains(t, logs.String(), `"level":"WARN"`)
 	assert.Contains(t, logs.String(), `"code":"nothing-bound"`)
 }
+
+func TestBinding_RefreshCache_FailedWriteRetriedWithoutHookCallOrDataChange(t *testing.T) {
+	annotations, vmi := loadSample(t)
+	cache := &failingOnceCache{recordingCache: recordingCache{calls: make(chan []model.BoundInterface, 4)}}
+	b := newTestBinding(t, annotations, cache)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { b.RefreshCache(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	_, err := b.OnDefineDomain(ctx, vmi, []byte("<domain><devices></devices></domain>"))
+	require.NoError(t, err)
+	select {
+	case bound := <-cache.calls:
+		assert.Len(t, bound, 2)
+	case <-time.After(3 * cacheRetryFirst):
+		t.Fatal("the failed write was not retried")
+	}
+}

@@ -38,7 +38,7 @@ func logInterceptor(logger *slog.Logger) grpc.UnaryServerInterceptor {
 			"duration", time.Since(start),
 		}
 		if err != nil {
-			logger.Warn("hook call", append(attrs, "outcome", "error", "error", err.Error())...)
+			logger.Warn("hook call", append(attrs, "outcome", "error", "error", boundedError(err))...)
 		} else {
 			logger.Info("hook call", append(attrs, "outcome", "ok")...)
 		}

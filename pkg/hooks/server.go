@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -46,7 +47,10 @@ type Server struct {
 	log  *slog.Logger
 
 	grpc *grpc.Server
-	ln   net.Listener
+	ln   *trackingListener
+	// sock is the socket file this process created: at exit it removes the path only if that is
+	// still this file (another instance may have replaced it).
+	sock os.FileInfo
 
 	// life is cancelled when the server stops, so handlers waiting for data return at once.
 	life     context.Context
@@ -82,7 +86,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	life, endLife := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, path: path, log: logger, life: life, endLife: endLife, stopCh: make(chan struct{})}
-	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(logInterceptor(logger), recoverInterceptor(logger), s.lifeInterceptor))
+	s.grpc = grpc.NewServer(
+		// A client that connects and stays silent is dropped after this long instead of gRPC's 120 s.
+		grpc.ConnectionTimeout(cfg.StopTimeout),
+		grpc.ChainUnaryInterceptor(logInterceptor(logger), recoverInterceptor(logger), s.lifeInterceptor))
 	info.RegisterInfoServer(s.grpc, infoServer{name: cfg.Name})
 	hooksv1alpha3.RegisterCallbacksServer(s.grpc, v1alpha3Server{handler: cfg.Handler, shutdown: s.Stop})
 	hooksv1alpha2.RegisterCallbacksServer(s.grpc, v1alpha2Server{handler: cfg.Handler})
@@ -104,8 +111,9 @@ func validateSocketName(name string) error {
 // Path is the socket's path.
 func (s *Server) Path() string { return s.path }
 
-// Listen removes a stale socket left by a crashed predecessor and listens. The socket directory
-// must exist: KubeVirt creates it; a missing one means the pod is not what we expect.
+// Listen removes a stale socket left by a crashed predecessor and listens. It refuses a socket that
+// another process still listens on. The socket directory must exist: KubeVirt creates it; a missing
+// one means the pod is not what we expect.
 func (s *Server) Listen() error {
 	st, err := os.Stat(s.cfg.SocketDir)
 	if err != nil {
@@ -121,16 +129,29 @@ func (s *Server) Listen() error {
 	if err != nil {
 		return fmt.Errorf("hooks: listen on %q: %w", s.path, err)
 	}
-	if err := os.Chmod(s.path, socketMode); err != nil {
+	// Go unlinks the path when the listener closes, whatever file is there by then; Serve removes
+	// only the file this process created instead.
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	sock, err := os.Lstat(s.path)
+	if err == nil {
+		err = os.Chmod(s.path, socketMode)
+	}
+	if err != nil {
 		_ = ln.Close()
+		_ = os.Remove(s.path)
 		return fmt.Errorf("hooks: chmod socket %q: %w", s.path, err)
 	}
-	s.ln = ln
+	s.sock = sock
+	s.ln = newTrackingListener(ln)
 	s.log.Info("listening", "socket", s.path)
 	return nil
 }
 
-// removeStale deletes a leftover socket (or file) at path; a directory there is an error.
+// staleProbeTimeout bounds the dial that tells a live socket from a stale one.
+const staleProbeTimeout = time.Second
+
+// removeStale deletes a leftover socket (or file) at path; a directory there is an error, and so is
+// a socket that something still accepts connections on (a second instance must not take it over).
 func removeStale(path string) error {
 	st, err := os.Lstat(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -141,6 +162,16 @@ func removeStale(path string) error {
 	}
 	if st.IsDir() {
 		return fmt.Errorf("hooks: socket path %q is a directory", path)
+	}
+	if st.Mode().Type() == os.ModeSocket {
+		conn, err := net.DialTimeout("unix", path, staleProbeTimeout)
+		switch {
+		case err == nil:
+			_ = conn.Close()
+			return fmt.Errorf("hooks: another process is listening on socket %q", path)
+		case !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, os.ErrNotExist):
+			return fmt.Errorf("hooks: probe existing socket %q: %w", path, err)
+		}
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("hooks: remove stale socket %q: %w", path, err)
@@ -167,14 +198,34 @@ func (s *Server) Serve() error {
 	}
 	s.endLife()
 	s.gracefulStop()
-	if rmErr := os.Remove(s.path); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
-		err = errors.Join(err, fmt.Errorf("hooks: remove socket %q: %w", s.path, rmErr))
+	if rmErr := s.removeOwnSocket(); rmErr != nil {
+		err = errors.Join(err, rmErr)
 	}
 	s.log.Info("stopped", "socket", s.path)
 	return err
 }
 
+// removeOwnSocket removes the socket path if it is still the file Listen created.
+func (s *Server) removeOwnSocket() error {
+	cur, err := os.Lstat(s.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("hooks: inspect socket %q: %w", s.path, err)
+	}
+	if !os.SameFile(cur, s.sock) {
+		s.log.Warn("socket path now holds another file, left in place", "socket", s.path)
+		return nil
+	}
+	if err := os.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("hooks: remove socket %q: %w", s.path, err)
+	}
+	return nil
+}
+
 func (s *Server) gracefulStop() {
+	s.ln.closeSilent()
 	done := make(chan struct{})
 	go func() {
 		s.grpc.GracefulStop()
@@ -186,6 +237,8 @@ func (s *Server) gracefulStop() {
 	case <-done:
 	case <-timer.C:
 		s.log.Warn("graceful stop timed out, closing connections", "timeout", s.cfg.StopTimeout)
+		// Close the raw connections first: gRPC's Stop waits for handshakes in progress.
+		s.ln.closeAll()
 		s.grpc.Stop()
 		<-done
 	}

@@ -2,6 +2,7 @@ package hooks
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -246,4 +247,40 @@ func TestServe_BeforeListenIsAnError(t *testing.T) {
 	err = srv.Serve()
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "before Listen")
+}
+
+func TestListen_LiveSocket_RefusedNamingThePath(t *testing.T) {
+	r := startServer(t, PassThrough{})
+	second, err := New(Config{SocketDir: filepath.Dir(r.srv.Path()), SocketName: "t.sock", Name: "n", Handler: PassThrough{}})
+	require.NoError(t, err)
+	err = second.Listen()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), fmt.Sprintf("another process is listening on socket %q", r.srv.Path()))
+	_, err = info.NewInfoClient(r.conn).Info(context.Background(), &info.InfoParams{})
+	assert.NoError(t, err, "the first server still answers")
+}
+
+func TestServe_SocketReplacedByAnother_LeftInPlaceAtStop(t *testing.T) {
+	r := startServer(t, PassThrough{})
+	require.NoError(t, os.Remove(r.srv.Path()))
+	other, err := net.Listen("unix", r.srv.Path())
+	require.NoError(t, err)
+	defer func() { _ = other.Close() }()
+	r.srv.Stop()
+	r.waitStopped(t)
+	assert.FileExists(t, r.srv.Path(), "another process's socket was removed")
+}
+
+func TestStop_SilentClientConnected_StopsWithoutWaitingForIt(t *testing.T) {
+	r := startServer(t, PassThrough{})
+	conn, err := net.Dial("unix", r.srv.Path())
+	require.NoError(t, err)
+	defer func() { _ = conn.Close() }()
+	// Make sure the server accepted it before stopping: a call on another connection completes after.
+	_, err = info.NewInfoClient(r.conn).Info(context.Background(), &info.InfoParams{})
+	require.NoError(t, err)
+	start := time.Now()
+	r.srv.Stop()
+	r.waitStopped(t)
+	assert.Less(t, time.Since(start), r.srv.cfg.StopTimeout, "the silent connection held the stop")
 }

@@ -2,7 +2,8 @@
 // file per interface at <dir>/<vmi-uid>/<iface>, atomic, rewritten only on change); its subpackage
 // statusmerge owns the stable status merge for virt-handler-side code. It must never import
 // kubevirt.io/kubevirt or kubevirt.io/api (the sidecar stays lean), never write outside its directory,
-// and never let an unvalidated name become a path. Called by pkg/hooks (Writer) and cmd/sidecar render.
+// never follow a symlink below it (the compute container can write there), and never let an
+// unvalidated name become a path. Called by pkg/hooks (Writer) and cmd/sidecar render.
 //
 // # virt-handler integration
 //

@@ -19,6 +19,9 @@ const (
 	// Temp files are named "." + name + tempSuffix + random. No valid interface name starts with
 	// '.', so a temp file is never mistaken for an entry and KubeVirt's reader never opens one.
 	tempSuffix = ".tmp-"
+	// MaxEntrySize caps how much of an existing entry is read to compare it: ours are well under
+	// 4 KiB (one interface spec and a few addresses); anything larger is not ours and is replaced.
+	MaxEntrySize = 64 << 10
 )
 
 // Writer keeps <Dir>/<vmi-uid>/ holding exactly one KubeVirt PodIfaceCacheData file per bound
@@ -57,11 +60,17 @@ func NewWriterWithFS(dir string, fsys FileSystem, logger *slog.Logger) *Writer {
 // Dir is the directory the Writer is rooted at.
 func (w *Writer) Dir() string { return w.dir }
 
-// Sync makes <Dir>/<vmiUID>/ hold exactly the entries BuildEntries decides for bound: it writes new
-// and changed entries atomically (temp file, fsync, rename, directory fsync; files 0640, directories
-// 0750), leaves identical ones untouched, and removes every other file there (interfaces that
-// disappeared, temp files left by a crash). It is idempotent; call it again whenever the VMI or the
-// annotations change (hotplug, IP change).
+// Sync makes <Dir>/<vmiUID>/ hold the entries BuildEntries decides for bound: it writes new and
+// changed entries atomically (temp file, fsync, rename, directory fsync; files 0640, directories
+// 0750) and leaves identical ones untouched. It keeps the last good entry of every interface the VMI
+// still has (in specIfaces or bound) even when its data is gone now: the cache feeds vmi.status, and
+// data that vanishes for a moment must not make an IP flap. It removes only entries of interfaces the
+// VMI no longer has (unplugged) and temp files left by a crash. It is idempotent; call it again
+// whenever the VMI or the annotations change (hotplug, IP change).
+//
+// It works only inside a real directory <Dir>/<vmiUID> owned by this process's user (never through a
+// symlink, at any level below Dir), writes only regular files there, reads existing entries up to
+// MaxEntrySize, and never removes a directory.
 //
 // An invalid VMI UID stops Sync before any I/O. An invalid interface name is reported in the
 // returned error while the valid interfaces are still synced; so is a failed write. The result
@@ -78,25 +87,46 @@ func (w *Writer) Sync(vmiUID string, specIfaces []model.Interface, bound []model
 	defer w.mu.Unlock()
 
 	vmiDir := filepath.Join(w.dir, vmiUID)
-	onDisk, err := w.listDir(vmiDir)
+	dir, err := w.fs.OpenDir(w.dir, vmiUID, len(entries) > 0, dirPerm)
+	if errors.Is(err, fs.ErrNotExist) {
+		return res, errors.Join(errs...) // nothing to write and nothing there
+	}
+	if err != nil {
+		return res, errors.Join(append(errs, fmt.Errorf("open interface cache directory %q: %w", vmiDir, err))...)
+	}
+	defer func() { _ = dir.Close() }()
+	if len(entries) > 0 {
+		if err := dir.Chmod(dirPerm); err != nil {
+			return res, errors.Join(append(errs, fmt.Errorf("chmod interface cache directory %q: %w", vmiDir, err))...)
+		}
+	}
+	onDisk, err := listDir(dir)
 	if err != nil {
 		return res, errors.Join(append(errs, err)...)
 	}
 
-	want := make(map[string]bool, len(entries))
+	keep := make(map[string]bool, len(entries)+len(specIfaces)+len(bound))
+	for _, s := range specIfaces {
+		if s.State != model.InterfaceStateAbsent {
+			keep[s.Name] = true
+		}
+	}
+	for _, b := range bound {
+		keep[b.Name] = true
+	}
 	for _, e := range entries {
-		want[e.Name] = true
+		keep[e.Name] = true
 		path := filepath.Join(vmiDir, e.Name)
 		data, err := e.Encode()
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if onDisk[e.Name] && w.upToDate(path, data) {
+		if onDisk[e.Name] && w.upToDate(dir, e.Name, path, data) {
 			res.Unchanged = append(res.Unchanged, e.Name)
 			continue
 		}
-		if err := w.writeAtomic(vmiDir, e.Name, data); err != nil {
+		if err := w.writeAtomic(dir, e.Name, data); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -105,11 +135,11 @@ func (w *Writer) Sync(vmiUID string, specIfaces []model.Interface, bound []model
 	}
 
 	for _, name := range sortedKeys(onDisk) {
-		if want[name] {
+		if keep[name] {
 			continue
 		}
 		path := filepath.Join(vmiDir, name)
-		if err := w.fs.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := dir.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("remove stale interface cache entry %q: %w", path, err))
 			continue
 		}
@@ -120,14 +150,11 @@ func (w *Writer) Sync(vmiUID string, specIfaces []model.Interface, bound []model
 	return res, errors.Join(errs...)
 }
 
-// listDir returns the names of the non-directory entries of dir; a missing dir is empty.
-func (w *Writer) listDir(dir string) (map[string]bool, error) {
-	des, err := w.fs.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return map[string]bool{}, nil
-	}
+// listDir returns the names of the non-directory entries of dir.
+func listDir(dir Dir) (map[string]bool, error) {
+	des, err := dir.Entries()
 	if err != nil {
-		return nil, fmt.Errorf("list interface cache directory %q: %w", dir, err)
+		return nil, fmt.Errorf("list interface cache directory %q: %w", dir.Path(), err)
 	}
 	names := make(map[string]bool, len(des))
 	for _, de := range des {
@@ -140,13 +167,14 @@ func (w *Writer) listDir(dir string) (map[string]bool, error) {
 	return names, nil
 }
 
-// upToDate reports whether path already holds data: from memory when this Writer wrote or checked
-// it, else by reading it (the first Sync after a start finds files of an earlier run).
-func (w *Writer) upToDate(path string, data []byte) bool {
+// upToDate reports whether name already holds data: from memory when this Writer wrote or checked
+// it, else by reading it (the first Sync after a start finds files of an earlier run). Anything that
+// is not a regular file of at most MaxEntrySize bytes is not up to date: it gets replaced.
+func (w *Writer) upToDate(dir Dir, name, path string, data []byte) bool {
 	if prev, ok := w.written[path]; ok {
 		return bytes.Equal(prev, data)
 	}
-	cur, err := w.fs.ReadFile(path)
+	cur, err := dir.ReadFile(name, MaxEntrySize)
 	if err != nil || !bytes.Equal(cur, data) {
 		return false
 	}
@@ -157,12 +185,9 @@ func (w *Writer) upToDate(path string, data []byte) bool {
 // writeAtomic replaces dir/name with data so that a reader sees either the old or the new content,
 // never a prefix: the data goes to a temp file in the same directory, is fsynced, then renamed
 // over the entry. A failure at any step removes the temp file and leaves the entry as it was.
-func (w *Writer) writeAtomic(dir, name string, data []byte) (err error) {
-	path := filepath.Join(dir, name)
-	if err := w.ensureDir(dir); err != nil {
-		return err
-	}
-	tmp, err := w.fs.CreateTemp(dir, "."+name+tempSuffix+"*")
+func (w *Writer) writeAtomic(dir Dir, name string, data []byte) (err error) {
+	path := filepath.Join(dir.Path(), name)
+	tmp, err := dir.CreateTemp("." + name + tempSuffix)
 	if err != nil {
 		return fmt.Errorf("create temp file for interface cache entry %q: %w", path, err)
 	}
@@ -175,7 +200,7 @@ func (w *Writer) writeAtomic(dir, name string, data []byte) (err error) {
 		if !closed {
 			_ = tmp.Close() // the write already failed; this error adds nothing
 		}
-		if rmErr := w.fs.Remove(tmpName); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) {
+		if rmErr := dir.Remove(tmpName); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) {
 			// Left for the next Sync, which removes every non-entry file.
 			w.logger.Warn("temp file not removed", "file", tmpName, "error", rmErr)
 		}
@@ -194,26 +219,15 @@ func (w *Writer) writeAtomic(dir, name string, data []byte) (err error) {
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("close temp file %q for interface cache entry %q: %w", tmpName, path, err)
 	}
-	if err := w.fs.Rename(tmpName, path); err != nil {
+	if err := dir.Rename(tmpName, name); err != nil {
 		return fmt.Errorf("rename %q to interface cache entry %q: %w", tmpName, path, err)
 	}
 	// The entry is in place: from here on a failure must not delete anything, and memory must
 	// reflect the new content whatever the directory fsync says.
 	renamed = true
 	w.written[path] = data
-	if err := w.fs.SyncDir(dir); err != nil {
-		return fmt.Errorf("fsync interface cache directory %q after writing %q: %w", dir, name, err)
-	}
-	return nil
-}
-
-// ensureDir creates the VMI directory with mode 0750 regardless of the umask.
-func (w *Writer) ensureDir(dir string) error {
-	if err := w.fs.MkdirAll(dir, dirPerm); err != nil {
-		return fmt.Errorf("create interface cache directory %q: %w", dir, err)
-	}
-	if err := w.fs.Chmod(dir, dirPerm); err != nil {
-		return fmt.Errorf("chmod interface cache directory %q: %w", dir, err)
+	if err := dir.Sync(); err != nil {
+		return fmt.Errorf("fsync interface cache directory %q after writing %q: %w", dir.Path(), name, err)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -33,44 +34,57 @@ type recordingFS struct {
 
 var errInjected = errors.New("injected failure")
 
-func (r *recordingFS) CreateTemp(dir, pattern string) (TempFile, error) {
-	r.creates++
-	if r.failAt == "create" {
-		return nil, errInjected
-	}
-	f, err := r.OSFileSystem.CreateTemp(dir, pattern)
+func (r *recordingFS) OpenDir(root, name string, create bool, perm fs.FileMode) (Dir, error) {
+	d, err := r.OSFileSystem.OpenDir(root, name, create, perm)
 	if err != nil {
 		return nil, err
 	}
-	return &faultyFile{TempFile: f, fs: r}, nil
+	return &recordingDir{Dir: d, fs: r}, nil
 }
 
-func (r *recordingFS) ReadFile(path string) ([]byte, error) {
-	r.reads++
-	return r.OSFileSystem.ReadFile(path)
+type recordingDir struct {
+	Dir
+	fs *recordingFS
 }
 
-func (r *recordingFS) Rename(oldPath, newPath string) error {
-	r.renames++
-	if r.failAt == "rename" {
+func (d *recordingDir) CreateTemp(prefix string) (TempFile, error) {
+	d.fs.creates++
+	if d.fs.failAt == "create" {
+		return nil, errInjected
+	}
+	f, err := d.Dir.CreateTemp(prefix)
+	if err != nil {
+		return nil, err
+	}
+	return &faultyFile{TempFile: f, fs: d.fs}, nil
+}
+
+func (d *recordingDir) ReadFile(name string, limit int64) ([]byte, error) {
+	d.fs.reads++
+	return d.Dir.ReadFile(name, limit)
+}
+
+func (d *recordingDir) Rename(oldName, newName string) error {
+	d.fs.renames++
+	if d.fs.failAt == "rename" {
 		return errInjected
 	}
-	return r.OSFileSystem.Rename(oldPath, newPath)
+	return d.Dir.Rename(oldName, newName)
 }
 
-func (r *recordingFS) Remove(path string) error {
-	r.removes++
-	if r.died {
+func (d *recordingDir) Remove(name string) error {
+	d.fs.removes++
+	if d.fs.died {
 		return errInjected
 	}
-	return r.OSFileSystem.Remove(path)
+	return d.Dir.Remove(name)
 }
 
-func (r *recordingFS) SyncDir(path string) error {
-	if r.failAt == "syncdir" {
+func (d *recordingDir) Sync() error {
+	if d.fs.failAt == "syncdir" {
 		return errInjected
 	}
-	return r.OSFileSystem.SyncDir(path)
+	return d.Dir.Sync()
 }
 
 type faultyFile struct {
@@ -208,11 +222,13 @@ func TestSync_FollowsChanges_IPChangeHotplugAndUnplug(t *testing.T) {
 	assert.Equal(t, []string{"net1", "net2"}, res.Written)
 	assert.Equal(t, "10.0.0.9", readEntry(t, filepath.Join(vmiDir, "net1")).PodIP)
 
-	// net1 unplugged; net2 loses its address (DHCP now): both entries go.
+	// net1 unplugged: its entry goes. net2 loses its address (DHCP now, or the annotation vanished
+	// for a moment): its last good entry stays while the VMI has the interface.
 	res, err = w.Sync(testUID, nil, []model.BoundInterface{{Name: "net2", DHCP: true}}, model.IPv4)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"net1", "net2"}, res.Removed)
-	assert.Empty(t, dirNames(t, vmiDir))
+	assert.Equal(t, []string{"net1"}, res.Removed)
+	assert.Equal(t, []string{"net2"}, dirNames(t, vmiDir))
+	assert.Equal(t, "10.1.0.1", readEntry(t, filepath.Join(vmiDir, "net2")).PodIP)
 
 	// Plugged back with the old content: written again although memory once held it.
 	res, err = w.Sync(testUID, nil, []model.BoundInterface{bound("net1", "10.0.0.9/8")}, model.IPv4)
@@ -381,4 +397,72 @@ func BenchmarkSync_64InterfacesUnchanged(b *testing.B) {
 			b.Fatalf("unchanged Sync wrote %v (err %v)", res.Written, err)
 		}
 	}
+}
+
+func TestSync_VMIDirIsASymlink_RefusedAndTargetUntouched(t *testing.T) {
+	for name, link := range map[string]string{"to parent": "..", "elsewhere": "../other"} {
+		t.Run(name, func(t *testing.T) {
+			base := t.TempDir()
+			root := filepath.Join(base, "cache")
+			require.NoError(t, os.MkdirAll(root, 0o750))
+			victim := filepath.Clean(filepath.Join(root, link))
+			require.NoError(t, os.MkdirAll(victim, 0o755))
+			require.NoError(t, os.Chmod(victim, 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(victim, "important.conf"), []byte("keep"), 0o644))
+			require.NoError(t, os.Symlink(link, filepath.Join(root, testUID)))
+			before, err := os.Stat(victim)
+			require.NoError(t, err)
+
+			_, err = NewWriter(root, nil).Sync(testUID, nil, []model.BoundInterface{bound("net1", "10.0.0.1/8")}, model.IPv4)
+			require.ErrorIs(t, err, ErrNotOurDirectory)
+			assert.Contains(t, err.Error(), filepath.Join(root, testUID))
+			assert.FileExists(t, filepath.Join(victim, "important.conf"))
+			assert.NoFileExists(t, filepath.Join(victim, "net1"))
+			after, err := os.Stat(victim)
+			require.NoError(t, err)
+			assert.Equal(t, before.Mode(), after.Mode(), "target chmodded")
+		})
+	}
+}
+
+func TestSync_OddFilesAtEntryPath_ReplacedWithoutFollowingOrBlocking(t *testing.T) {
+	for name, plant := range map[string]func(t *testing.T, path, outside string){
+		"fifo": func(t *testing.T, path, _ string) { require.NoError(t, syscall.Mkfifo(path, 0o640)) },
+		"oversized file": func(t *testing.T, path, _ string) {
+			require.NoError(t, os.WriteFile(path, bytes.Repeat([]byte{' '}, MaxEntrySize+1), 0o640))
+		},
+		"symlink to a file outside": func(t *testing.T, path, outside string) { require.NoError(t, os.Symlink(outside, path)) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			root := t.TempDir()
+			outside := filepath.Join(t.TempDir(), "outside")
+			require.NoError(t, os.WriteFile(outside, []byte("not ours"), 0o644))
+			vmiDir := filepath.Join(root, testUID)
+			require.NoError(t, os.MkdirAll(vmiDir, 0o750))
+			plant(t, filepath.Join(vmiDir, "net1"), outside)
+
+			res, err := NewWriter(root, nil).Sync(testUID, nil, []model.BoundInterface{bound("net1", "10.0.0.1/8")}, model.IPv4)
+			require.NoError(t, err)
+			assert.Equal(t, []string{"net1"}, res.Written)
+			st, err := os.Lstat(filepath.Join(vmiDir, "net1"))
+			require.NoError(t, err)
+			assert.True(t, st.Mode().IsRegular())
+			assert.Equal(t, "10.0.0.1", readEntry(t, filepath.Join(vmiDir, "net1")).PodIP)
+			raw, err := os.ReadFile(outside)
+			require.NoError(t, err)
+			assert.Equal(t, "not ours", string(raw))
+		})
+	}
+}
+
+func TestSync_CacheRootIsASymlink_RefusedAndTargetUntouched(t *testing.T) {
+	base := t.TempDir()
+	target := filepath.Join(base, "hooks")
+	require.NoError(t, os.MkdirAll(target, 0o755))
+	root := filepath.Join(base, "ifacecache")
+	require.NoError(t, os.Symlink("hooks", root))
+
+	_, err := NewWriter(root, nil).Sync(testUID, nil, []model.BoundInterface{bound("net1", "10.0.0.1/8")}, model.IPv4)
+	require.ErrorIs(t, err, ErrNotOurDirectory)
+	assert.Empty(t, dirNames(t, target), "nothing created through the symlink")
 }

@@ -176,5 +176,6 @@ func TestSidecar_MissingSocketDirExitsNonZeroWithClearError(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "absent")
 	out, err := runBinary(t, "--socket-dir", dir)
 	require.Error(t, err)
-	assert.Contains(t, out, fmt.Sprintf("socket directory %q", dir))
+	// The fatal line is JSON (logging began before the socket): the path's quotes are escaped.
+	assert.Contains(t, out, fmt.Sprintf(`socket directory \"%s\"`, dir))
 }

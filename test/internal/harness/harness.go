@@ -98,8 +98,17 @@ type Process struct {
 // Start runs bin with args and returns once it logged "started" (its socket is listening).
 func Start(t testing.TB, bin string, args ...string) *Process {
 	t.Helper()
+	return StartWith(t, nil, bin, args...)
+}
+
+// StartWith is Start with a hook that adjusts the command before it runs (credentials, environment).
+func StartWith(t testing.TB, adjust func(*exec.Cmd), bin string, args ...string) *Process {
+	t.Helper()
 	p := &Process{cmd: exec.Command(bin, args...), lines: make(chan map[string]any, 1024), exited: make(chan struct{})}
 	p.cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	if adjust != nil {
+		adjust(p.cmd)
+	}
 	stderr, err := p.cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, p.cmd.Start())
@@ -163,6 +172,9 @@ func (p *Process) Logs() string {
 	defer p.mu.Unlock()
 	return p.logs.String()
 }
+
+// Pid is the sidecar's process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 // Signal sends sig to the sidecar.
 func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
