@@ -1,5 +1,12 @@
 package cloudinit
 
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+)
+
 // Limits on the user's networkData (issue 15). The source is the VM owner's cloud-init volume or
 // networkDataSecretRef: anyone who can create a VMI controls it, and the sidecar has a fixed memory
 // limit. Everything past a limit is rejected with an error naming the source and the limit; within
@@ -20,3 +27,128 @@ const (
 	// bounded by the node count alone.
 	MaxMergeExpansion = 100000
 )
+
+// sizeLimit rejects a document larger than MaxNetworkDataBytes; callers prefix the source.
+func sizeLimit(n int) error {
+	if n > MaxNetworkDataBytes {
+		return fmt.Errorf("size %d bytes exceeds %d (the limit of a Secret)", n, MaxNetworkDataBytes)
+	}
+	return nil
+}
+
+// checkJSONLimits scans a JSON document once, without building anything, and rejects it when it is
+// larger, deeper or has more values than the limits. It does not validate: json.Unmarshal does that
+// afterwards, on input known to be bounded.
+func checkJSONLimits(data []byte) error {
+	if err := sizeLimit(len(data)); err != nil {
+		return err
+	}
+	depth, nodes := 0, 0
+	inString, escaped := false, false
+	valueStart := true // the next non-blank byte may start a value
+	for i, c := range data {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		case '"':
+			inString = true
+			nodes++
+		case '{', '[':
+			depth++
+			nodes++
+			if depth > MaxNestingDepth {
+				return fmt.Errorf("nesting depth exceeds %d at byte %d", MaxNestingDepth, i)
+			}
+		case '}', ']':
+			depth--
+		default:
+			if valueStart && c != ',' && c != ':' {
+				nodes++ // a number, true, false or null
+			}
+		}
+		valueStart = c == ',' || c == ':' || c == '[' || c == '{'
+		if nodes > MaxNodes {
+			return fmt.Errorf("more than %d values (keys included) at byte %d", MaxNodes, i)
+		}
+	}
+	return nil
+}
+
+// writeNetworkData writes network_data.json: top-level keys sorted, one list entry per line, our
+// entries indented, the user's values compacted as they came (never re-indented: indenting a value
+// nested d deep writes d levels of indentation on each of its lines, so output and memory grew with
+// the square of the depth, issue 15). lists replace the top-level keys they name; the first
+// userCount[key] entries of a list are the user's.
+func writeNetworkData(top map[string]json.RawMessage, lists map[string][]json.RawMessage, userCount map[string]int) ([]byte, error) {
+	keys := make([]string, 0, len(top)+len(lists))
+	size := 16
+	for k, v := range top {
+		if _, ok := lists[k]; !ok {
+			keys = append(keys, k)
+			size += len(k) + len(v) + 8
+		}
+	}
+	for k, l := range lists {
+		keys = append(keys, k)
+		for _, v := range l {
+			size += len(v) + 8
+		}
+	}
+	sort.Strings(keys)
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	buf.WriteString("{")
+	for i, k := range keys {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.WriteString("\n  ")
+		if err := writeJSONString(buf, k); err != nil {
+			return nil, err
+		}
+		buf.WriteString(": ")
+		list, isList := lists[k]
+		if !isList {
+			if err := json.Compact(buf, top[k]); err != nil {
+				return nil, fmt.Errorf("%q: %w", k, err)
+			}
+			continue
+		}
+		if len(list) == 0 {
+			buf.WriteString("[]")
+			continue
+		}
+		buf.WriteByte('[')
+		for j, v := range list {
+			if j > 0 {
+				buf.WriteByte(',')
+			}
+			buf.WriteString("\n    ")
+			var err error
+			if j < userCount[k] {
+				err = json.Compact(buf, v)
+			} else {
+				err = json.Indent(buf, v, "    ", "  ") // ours: a few levels deep
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%q entry %d: %w", k, j, err)
+			}
+		}
+		buf.WriteString("\n  ]")
+	}
+	if len(keys) > 0 {
+		buf.WriteByte('\n')
+	}
+	buf.WriteString("}\n")
+	return buf.Bytes(), nil
+}

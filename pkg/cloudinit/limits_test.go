@@ -31,7 +31,7 @@ func nestedJSON(depth int) string {
 func TestMergeNetworkDataJSON_NestedUserValues_OutputGrowsWithTheInputOnly(t *testing.T) {
 	var b strings.Builder
 	b.WriteString(`{"links":[],"deep":[`)
-	for i := 0; b.Len() < 64<<10; i++ {
+	for i := 0; b.Len() < 12<<10; i++ {
 		if i > 0 {
 			b.WriteByte(',')
 		}
@@ -153,7 +153,7 @@ func TestMergeNetworkDataJSON_LargestLegalInput_BoundedAllocation(t *testing.T) 
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		fmt.Fprintf(&b, `{"id":"l%d","type":"phy","ethernet_mac_address":"02:00:00:00:%02x:%02x","mtu":1500,"note":"%s"}`, i, i>>8&0xff, i&0xff, strings.Repeat("n", 400))
+		fmt.Fprintf(&b, `{"id":"l%d","type":"phy","ethernet_mac_address":"02:00:00:00:%02x:%02x","mtu":1500,"note":"%s"}`, i, i>>8&0xff, i&0xff, strings.Repeat("n", 4000))
 	}
 	b.WriteString(`]}`)
 	user := []byte(b.String())
