@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+
+	yaml "go.yaml.in/yaml/v3"
 )
 
 // Limits on the user's networkData (issue 15). The source is the VM owner's cloud-init volume or
@@ -151,4 +153,104 @@ func writeNetworkData(top map[string]json.RawMessage, lists map[string][]json.Ra
 	}
 	buf.WriteString("}\n")
 	return buf.Bytes(), nil
+}
+
+// maxYAMLTokens bounds the pre-scan's count. A node needs at least one token, except an empty
+// value after an indicator, which the indicator pays for; so the decoder builds at most about
+// 2*maxYAMLTokens nodes (about 200 bytes each) before checkYAMLTree counts them exactly. Real documents
+// have 1.2-1.6 tokens per node ("key: value" is three tokens, two nodes).
+const maxYAMLTokens = 2 * MaxNodes
+
+// checkYAMLSize rejects, before the YAML parser runs, a document whose size or token count could
+// make the node tree large: yaml.v3 builds every node of a document before returning any, at about
+// 200 bytes each, and its encoder keeps every event of the document (emitterc.go
+// yaml_emitter_emit appends to emitter.events), at about 800 bytes per node. The scan counts tokens
+// conservatively: words (runs of non-blank bytes outside comments and quoted scalars), quoted
+// scalars, flow indicators, and block indicators ("- ", ": ", "? ") once more for the empty value
+// that may follow them. A block scalar's words count too (an overestimate, never an underestimate).
+func checkYAMLSize(data []byte) error {
+	if err := sizeLimit(len(data)); err != nil {
+		return err
+	}
+	tokens := 0
+	prevBlank := true // at the start of a line or after a blank
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\r' || c == '\n':
+			prevBlank = true
+			continue
+		case c == '#' && prevBlank:
+			for i < len(data) && data[i] != '\n' {
+				i++
+			}
+			prevBlank = true
+			continue
+		case (c == '"' || c == '\'') && prevBlank:
+			i = skipQuoted(data, i)
+			tokens++
+		case c == '[' || c == '{' || c == ',' || c == ']' || c == '}':
+			tokens++
+			prevBlank = true // a flow indicator ends a plain scalar and may start the next
+			if tokens > maxYAMLTokens {
+				return fmt.Errorf("more than %d YAML tokens (limit: %d nodes) at byte %d", maxYAMLTokens, MaxNodes, i)
+			}
+			continue
+		case (c == '-' || c == ':' || c == '?') && (i+1 == len(data) || isYAMLBlank(data[i+1])):
+			tokens += 2
+		case prevBlank:
+			tokens++
+		}
+		prevBlank = false
+		if tokens > maxYAMLTokens {
+			return fmt.Errorf("more than %d YAML tokens (limit: %d nodes) at byte %d", maxYAMLTokens, MaxNodes, i)
+		}
+	}
+	return nil
+}
+
+func isYAMLBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
+
+// skipQuoted returns the index of the quote that closes the quoted scalar opening at data[i] (or the
+// last index: an unterminated scalar is the parser's error to report).
+func skipQuoted(data []byte, i int) int {
+	q := data[i]
+	for j := i + 1; j < len(data); j++ {
+		switch {
+		case q == '"' && data[j] == '\\':
+			j++
+		case data[j] == q && q == '\'' && j+1 < len(data) && data[j+1] == '\'':
+			j++ // '' is an escaped quote
+		case data[j] == q:
+			return j
+		}
+	}
+	return len(data) - 1
+}
+
+// checkYAMLTree counts the parsed document exactly: nodes (an alias is one node, never expanded),
+// nesting depth and aliases.
+func checkYAMLTree(doc *yaml.Node) error {
+	var nodes, aliases int
+	var walk func(n *yaml.Node, depth int) error
+	walk = func(n *yaml.Node, depth int) error {
+		nodes++
+		switch {
+		case nodes > MaxNodes:
+			return fmt.Errorf("more than %d nodes (line %d)", MaxNodes, n.Line)
+		case depth > MaxNestingDepth:
+			return fmt.Errorf("nesting depth exceeds %d (line %d)", MaxNestingDepth, n.Line)
+		case n.Kind == yaml.AliasNode:
+			if aliases++; aliases > MaxYAMLAliases {
+				return fmt.Errorf("more than %d aliases (line %d)", MaxYAMLAliases, n.Line)
+			}
+		}
+		for _, c := range n.Content {
+			if err := walk(c, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return walk(doc, 0)
 }

@@ -24,6 +24,9 @@ func MergeNoCloud(user []byte, ifaces []model.BoundInterface) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkYAMLSize(user); err != nil {
+		return nil, fmt.Errorf("noCloud networkData: %w", err)
+	}
 	doc, err := decodeYAML(user)
 	if err != nil {
 		return nil, fmt.Errorf("noCloud networkData: %w", err)
@@ -31,6 +34,11 @@ func MergeNoCloud(user []byte, ifaces []model.BoundInterface) ([]byte, error) {
 	if doc == nil {
 		return RenderNetworkConfigV1(ifaces)
 	}
+	if err := checkYAMLTree(doc); err != nil {
+		return nil, fmt.Errorf("noCloud networkData: %w", err)
+	}
+	mb := newMergeBudget()
+	lookup := mb.lookup
 	body := resolve(doc.Content[0])
 	if body.Kind == yaml.ScalarNode && body.Tag == "!!null" {
 		return RenderNetworkConfigV1(ifaces)
@@ -56,9 +64,12 @@ func MergeNoCloud(user []byte, ifaces []model.BoundInterface) ([]byte, error) {
 		return nil, fmt.Errorf("noCloud networkData: version must be 1 or 2, got %s", got)
 	}
 	if vn.Value == "1" {
-		err = mergeV1(body, plans)
+		err = mergeV1(body, plans, mb)
 	} else {
-		err = mergeV2(body, plans)
+		err = mergeV2(body, plans, mb)
+	}
+	if err == nil && mb.exceeded() {
+		err = fmt.Errorf("YAML merge keys (<<) make the merge visit more than %d mappings", MaxMergeExpansion)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("noCloud networkData: %w", err)
@@ -71,8 +82,8 @@ func MergeNoCloud(user []byte, ifaces []model.BoundInterface) ([]byte, error) {
 }
 
 // collection returns the list or mapping under key in mapping m, creating it (or replacing a null) when absent.
-func collection(m *yaml.Node, key string, kind yaml.Kind, tag string) (*yaml.Node, error) {
-	n := resolve(lookup(m, key))
+func collection(m *yaml.Node, key string, kind yaml.Kind, tag string, mb *mergeBudget) (*yaml.Node, error) {
+	n := resolve(mb.lookup(m, key))
 	switch {
 	case n == nil:
 		n = &yaml.Node{Kind: kind, Tag: tag}
@@ -85,8 +96,9 @@ func collection(m *yaml.Node, key string, kind yaml.Kind, tag string) (*yaml.Nod
 	return n, nil
 }
 
-func mergeV1(body *yaml.Node, plans []nicPlan) error {
-	config, err := collection(body, "config", yaml.SequenceNode, "!!seq")
+func mergeV1(body *yaml.Node, plans []nicPlan, mb *mergeBudget) error {
+	lookup := mb.lookup
+	config, err := collection(body, "config", yaml.SequenceNode, "!!seq", mb)
 	if err != nil {
 		return err
 	}
@@ -109,7 +121,8 @@ func mergeV1(body *yaml.Node, plans []nicPlan) error {
 
 // mergeV2 treats every mapping-valued top-level key (ethernets, bonds, vlans, bridges, ...) as a map of
 // interface IDs: netplan IDs share one namespace, so an ID equal to our name is a clash too.
-func mergeV2(body *yaml.Node, plans []nicPlan) error {
+func mergeV2(body *yaml.Node, plans []nicPlan, mb *mergeBudget) error {
+	lookup := mb.lookup
 	var macs, names []string
 	for i := 0; i+1 < len(body.Content); i += 2 {
 		section := resolve(body.Content[i+1])
@@ -133,7 +146,7 @@ func mergeV2(body *yaml.Node, plans []nicPlan) error {
 			}
 		}
 	}
-	ethernets, err := collection(body, "ethernets", yaml.MappingNode, "!!map")
+	ethernets, err := collection(body, "ethernets", yaml.MappingNode, "!!map", mb)
 	if err != nil {
 		return err
 	}
