@@ -156,7 +156,13 @@ func (b *Binding) PreCloudInitIso(ctx context.Context, vmiJSON, cloudInitData, n
 	if fb != nil {
 		fallback = append(fallback, *fb)
 	}
+	if ended := contextEnded(ctx, "PreCloudInitIso"); ended != nil {
+		return nil, nil, ended
+	}
 	data, source, err := cloudinit.Apply(cloudInitData, ifaces, fallback...)
+	if ended := contextEnded(ctx, "PreCloudInitIso"); ended != nil {
+		return nil, nil, ended // nobody waits for the result (the merge itself is bounded: cloudinit limits)
+	}
 	if err != nil {
 		return nil, nil, status.Errorf(codes.InvalidArgument, "PreCloudInitIso: %v", err)
 	}
