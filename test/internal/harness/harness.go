@@ -164,6 +164,9 @@ func (p *Process) Logs() string {
 	return p.logs.String()
 }
 
+// Pid is the sidecar's process id (for /proc figures such as VmHWM).
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Signal sends sig to the sidecar.
 func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
 
