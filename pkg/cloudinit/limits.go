@@ -164,69 +164,41 @@ const maxYAMLTokens = 2 * MaxNodes
 // checkYAMLSize rejects, before the YAML parser runs, a document whose size or token count could
 // make the node tree large: yaml.v3 builds every node of a document before returning any, at about
 // 200 bytes each, and its encoder keeps every event of the document (emitterc.go
-// yaml_emitter_emit appends to emitter.events), at about 800 bytes per node. The scan counts tokens
-// conservatively: words (runs of non-blank bytes outside comments and quoted scalars), quoted
-// scalars, flow indicators, and block indicators ("- ", ": ", "? ") once more for the empty value
-// that may follow them. A block scalar's words count too (an overestimate, never an underestimate).
+// yaml_emitter_emit appends to emitter.events), at about 800 bytes per node. The count is an upper
+// bound that needs no parsing: words (runs of non-blank bytes, split at flow indicators), flow
+// indicators, and block indicators ("- ", ": ", "? ") once more for the empty value that may follow
+// them. Words in comments and in quoted or block scalars count too: skipping them would need the
+// parser's own idea of where a quoted scalar ends (a '#' or a quote inside one is not what it
+// seems), and a scanner that guessed wrong could skip a line full of nodes.
 func checkYAMLSize(data []byte) error {
 	if err := sizeLimit(len(data)); err != nil {
 		return err
 	}
 	tokens := 0
 	prevBlank := true // at the start of a line or after a blank
-	for i := 0; i < len(data); i++ {
-		c := data[i]
+	for i, c := range data {
 		switch {
-		case c == ' ' || c == '\t' || c == '\r' || c == '\n':
+		case isYAMLBlank(c):
 			prevBlank = true
 			continue
-		case c == '#' && prevBlank:
-			for i < len(data) && data[i] != '\n' {
-				i++
-			}
-			prevBlank = true
-			continue
-		case (c == '"' || c == '\'') && prevBlank:
-			i = skipQuoted(data, i)
-			tokens++
 		case c == '[' || c == '{' || c == ',' || c == ']' || c == '}':
 			tokens++
 			prevBlank = true // a flow indicator ends a plain scalar and may start the next
-			if tokens > maxYAMLTokens {
-				return fmt.Errorf("more than %d YAML tokens (limit: %d nodes) at byte %d", maxYAMLTokens, MaxNodes, i)
-			}
-			continue
 		case (c == '-' || c == ':' || c == '?') && (i+1 == len(data) || isYAMLBlank(data[i+1])):
 			tokens += 2
+			prevBlank = false
 		case prevBlank:
 			tokens++
+			prevBlank = false
 		}
-		prevBlank = false
 		if tokens > maxYAMLTokens {
-			return fmt.Errorf("more than %d YAML tokens (limit: %d nodes) at byte %d", maxYAMLTokens, MaxNodes, i)
+			return fmt.Errorf("more than %d YAML tokens (words, including those of comments and quoted text, and indicators; limit: %d nodes) at byte %d", maxYAMLTokens, MaxNodes, i)
 		}
 	}
 	return nil
 }
 
 func isYAMLBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
-
-// skipQuoted returns the index of the quote that closes the quoted scalar opening at data[i] (or the
-// last index: an unterminated scalar is the parser's error to report).
-func skipQuoted(data []byte, i int) int {
-	q := data[i]
-	for j := i + 1; j < len(data); j++ {
-		switch {
-		case q == '"' && data[j] == '\\':
-			j++
-		case data[j] == q && q == '\'' && j+1 < len(data) && data[j+1] == '\'':
-			j++ // '' is an escaped quote
-		case data[j] == q:
-			return j
-		}
-	}
-	return len(data) - 1
-}
 
 // checkYAMLTree counts the parsed document exactly: nodes (an alias is one node, never expanded),
 // nesting depth and aliases.

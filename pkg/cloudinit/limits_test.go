@@ -165,3 +165,20 @@ func TestMergeNetworkDataJSON_LargestLegalInput_BoundedAllocation(t *testing.T) 
 	assert.True(t, json.Valid(out))
 	assert.Less(t, alloc, uint64(8*len(user)), "allocated %d KiB for %d KiB", alloc>>10, len(user)>>10)
 }
+
+// The pre-scan counts what a quote, a block scalar or a '#' might hide: a scanner that skipped quoted
+// text or comments by its own reading could be made to skip a line the parser reads as 40,000 nodes.
+func TestMergeNoCloud_QuotesAndCommentsCannotHideNodesFromThePreScan(t *testing.T) {
+	list := "a" + strings.Repeat(",a", 40000)
+	for name, user := range map[string]string{
+		"quote in a block scalar": "version: 2\nx: |\n  \"\ny: [" + list + "]\nz: \"\n",
+		"'#' in a quoted scalar":  "version: 2\nx: [\"abc #x\", " + list + "]\n",
+		"quote inside a word":     "version: 2\nx: it 'x\ny: [" + list + "]\nz: y'\n",
+	} {
+		var err error
+		alloc := allocated(func() { _, err = MergeNoCloud([]byte(user), mergeIfaces()) })
+		require.Error(t, err, name)
+		assert.Contains(t, err.Error(), "YAML tokens", name)
+		assert.Less(t, alloc, uint64(1<<20), "%s: rejecting allocated %d KiB", name, alloc>>10)
+	}
+}

@@ -34,19 +34,21 @@ type LargestInput struct {
 	Legal       bool // within every limit: must be merged; else must be rejected
 }
 
-// padTo appends YAML comment lines and then long double-quoted scalars under key until b is size
-// bytes: comments and long scalars are what makes a document large without making it many nodes.
+// padYAML appends YAML comment lines and long double-quoted scalars (under key x-notes) until b is
+// nearly size bytes: comments and long scalars are what makes a document large without making it
+// many nodes (or many tokens: the sidecar's pre-scan counts the words of comments too).
 func padYAML(b *strings.Builder, size int) {
-	b.WriteString("x-notes:\n")
-	for b.Len() < size-(size/2) {
-		b.WriteString("# " + strings.Repeat("c", 118) + "\n")
+	comment := func(limit int) {
+		for b.Len() < limit-8 {
+			b.WriteString("# " + strings.Repeat("c", min(1000, limit-b.Len()-4)) + "\n")
+		}
 	}
+	b.WriteString("x-notes:\n")
+	comment(size / 2)
 	for b.Len() < size-16<<10 {
 		fmt.Fprintf(b, "  - %q\n", strings.Repeat("n", 8<<10))
 	}
-	for b.Len() < size-200 {
-		b.WriteString("# " + strings.Repeat("c", 118) + "\n")
-	}
+	comment(size - 64)
 }
 
 func macN(i int) string { return fmt.Sprintf("02:01:00:00:%02x:%02x", i>>8&0xff, i&0xff) }
