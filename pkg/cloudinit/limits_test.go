@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	yaml "go.yaml.in/yaml/v3"
 )
 
 // allocated returns the bytes allocated while f runs: an upper bound on what f can add to the heap.
@@ -181,4 +182,36 @@ func TestMergeNoCloud_QuotesAndCommentsCannotHideNodesFromThePreScan(t *testing.
 		assert.Contains(t, err.Error(), "YAML tokens", name)
 		assert.Less(t, alloc, uint64(1<<20), "%s: rejecting allocated %d KiB", name, alloc>>10)
 	}
+}
+
+// FuzzCountYAMLTokens checks the pre-scan's promise: whatever yaml.v3 parses, it builds at most two
+// nodes per counted token (plus the document node), so a document under the token limit cannot make
+// the parser build more than 2*maxYAMLTokens nodes before checkYAMLTree counts them.
+func FuzzCountYAMLTokens(f *testing.F) {
+	for _, seed := range []string{
+		"a:", "a:\n b:\n  c:\n", "- - - x", "{a,b,c}", "[a,,b]", "{? a}", "? a\n: b\n", "a: &x {b: *x}",
+		"x: |\n  \"\ny: [a,a]\n", `{"a":"b","c":[1,2]}`, "- !!str\n- !!map {}", "a: [b: c, d: e]", "--- !!set\n? a\n? b\n",
+		"<<: [*a, *b]", "[[[[]]]]", "{{}: {}}", "a: b #c\nd: e", "'a': 'b'", "? - a\n  - b\n: c",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, data string) {
+		doc, err := decodeYAML([]byte(data))
+		if err != nil || doc == nil {
+			return
+		}
+		nodes := 0
+		var walk func(n *yaml.Node)
+		walk = func(n *yaml.Node) {
+			nodes++
+			for _, c := range n.Content {
+				walk(c)
+			}
+		}
+		walk(doc)
+		tokens, _ := countYAMLTokens([]byte(data), len(data)*3)
+		if nodes > 2*tokens+1 {
+			t.Fatalf("%d nodes from %d tokens in %q", nodes, tokens, data)
+		}
+	})
 }
