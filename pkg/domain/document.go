@@ -36,3 +36,6 @@ func (d *Document) WiredByKubeVirt(ifaceName string) (bool, error) {
 func (d *Document) Apply(ifaces []model.BoundInterface) ([]byte, error) {
 	return d.doc.apply(d.src, ifaces)
 }
+
+// MaxDepth bounds element nesting in a domain (libvirt's own documents are about 8 deep).
+const MaxDepth = 64

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -44,4 +45,24 @@ func TestDocument_AnswersAndAppliesLikeThePackageFunctions(t *testing.T) {
 	want, err := Apply([]byte(kubevirtDomain), ifaces)
 	require.NoError(t, err)
 	assert.Equal(t, string(want), string(got))
+}
+
+// encoding/xml keeps a stack entry per open element: 2.8 MB of <a> nested 400,000 deep held 75 MiB.
+// libvirt's domain XML is about 8 levels deep; past MaxDepth the domain is refused, cheaply.
+func TestParse_NestingPastTheLimit_RejectedBeforeItCostsMemory(t *testing.T) {
+	n := 400000
+	src := []byte("<domain>" + strings.Repeat("<a>", n) + strings.Repeat("</a>", n) + "<devices/></domain>")
+	var err error
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err = Parse(context.Background(), src)
+	runtime.ReadMemStats(&after)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, ErrMalformedDomain)
+	assert.Contains(t, err.Error(), fmt.Sprintf("nesting depth exceeds %d", MaxDepth))
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20))
+
+	ok := "<domain>" + strings.Repeat("<a>", MaxDepth-2) + strings.Repeat("</a>", MaxDepth-2) + "<devices/></domain>"
+	_, err = Parse(context.Background(), []byte(ok))
+	assert.NoError(t, err)
 }
