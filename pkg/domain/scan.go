@@ -104,7 +104,10 @@ func parseDocument(ctx context.Context, src []byte) (*document, error) {
 			case depth == 3 && child != nil && isLibvirt(t.Name, "alias") && child.alias == "":
 				child.alias = attr(t, "name")
 			}
-			depth++
+			if depth++; depth > MaxDepth {
+				// encoding/xml keeps a stack entry per open element: refuse before that grows.
+				return nil, fmt.Errorf("%w: nesting depth exceeds %d at byte %d", ErrMalformedDomain, MaxDepth, start)
+			}
 		case xml.EndElement:
 			depth--
 			switch {
