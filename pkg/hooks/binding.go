@@ -92,8 +92,6 @@ func (b *Binding) OnDefineDomain(ctx context.Context, vmiJSON, domainXML []byte)
 	if len(names) == 0 {
 		return domainXML, nil
 	}
-	// Interfaces KubeVirt wired itself (binding registered with domainAttachmentType tap/managedTap)
-	// need no VF and so no device-info.
 	// Parsed once for every question and the Apply (a 4 MiB domain costs ~100 ms per parse).
 	doc, err := domain.Parse(ctx, domainXML)
 	if ended := contextEnded(ctx, "OnDefineDomain"); ended != nil {
@@ -102,6 +100,8 @@ func (b *Binding) OnDefineDomain(ctx context.Context, vmiJSON, domainXML []byte)
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "OnDefineDomain: %v", err)
 	}
+	// Interfaces KubeVirt wired itself (binding registered with domainAttachmentType tap/managedTap)
+	// need no VF and so no device-info.
 	wired := make(map[string]bool, len(names))
 	for _, name := range names {
 		ok, err := doc.WiredByKubeVirt(name)
