@@ -17,7 +17,7 @@ GOTAGS       := grpcnotrace
 # Go modules that hold tests: the sidecar, the integration/guest module, the manifests module.
 MODULES      := . test test/manifests
 
-.PHONY: help build test test-unit test-integration test-manifests test-guest demo bench bench-micro lint fuzz image e2e clean
+.PHONY: help build test test-unit test-integration test-manifests test-guest demo bench bench-largest bench-micro lint fuzz image e2e clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -50,6 +50,9 @@ demo: ## run the sidecar's main job (render) on built-in sample data
 
 bench: build ## footprint beside KubeVirt's passt sidecar: table + bin/bench.json (figures, not thresholds; needs root)
 	cd test && go run ./bench/cmd/sidecarbench --ours $(abspath $(BIN)) --bin-dir $(abspath bin) --json $(abspath bin)/bench.json
+
+bench-largest: build ## only peak RSS under the largest legal inputs (README "Limits"; needs root)
+	cd test && go run ./bench/cmd/sidecarbench --only largest --ours $(abspath $(BIN)) --bin-dir $(abspath bin) --json $(abspath bin)/bench-largest.json
 
 bench-micro: ## Go micro-benchmarks of every package
 	go test -run '^$$' -bench . -benchmem ./...

@@ -9,6 +9,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	// A soft memory limit that keeps peak RSS under the largest legal inputs bounded (see the package).
+	_ "github.com/sriov-udn-binding/sriov-udn-binding/cmd/sidecar/internal/memlimit"
 	// One P, set before gRPC and protobuf initialise (see the package).
 	_ "github.com/sriov-udn-binding/sriov-udn-binding/cmd/sidecar/internal/oneproc"
 )

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -481,7 +482,11 @@ func render(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, opts 
 		return failed(&pipeline.Error{Hook: pipeline.PreCloudInitIso, Kind: pipeline.InvalidInput, Err: err})
 	}
 	r.Warnings = append(r.Warnings, notes...)
-	domainNeed, err := pipeline.DomainNeed(vmi, opts, []byte(renderDomainXML))
+	domainDoc, err := pipeline.ParseDomain(context.Background(), vmi, opts, []byte(renderDomainXML))
+	if err != nil {
+		return failed(err)
+	}
+	domainNeed, err := pipeline.DomainNeed(vmi, opts, domainDoc)
 	if err != nil {
 		return failed(err)
 	}
@@ -506,7 +511,7 @@ func render(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, opts 
 		v, _ := volumeName(ciData)
 		r.CloudInit = &reportCloudInit{DataSource: dataSource, VolumeName: v, NetworkData: string(network)}
 	}
-	dom, warnings, err := pipeline.Domain(vmi, snap, opts, []byte(renderDomainXML))
+	dom, warnings, err := pipeline.Domain(vmi, snap, opts, []byte(renderDomainXML), domainDoc)
 	if err != nil {
 		r.CloudInit = nil // virt-launcher would not start the VM: show the failure, not half the result
 		return failed(err)

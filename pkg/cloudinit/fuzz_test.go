@@ -19,6 +19,14 @@ func fuzzIfaces(name, search string) []model.BoundInterface {
 	return ifaces
 }
 
+// maxAllocated is what one merge of user may allocate: the limits (limits.go) make the work linear in
+// the input, so a constant plus a per-byte allowance. perByte covers YAML's worst case, a node every
+// two bytes at ~2 KiB of parser and emitter memory per node; JSON needs far less. Before the limits, 2 KB
+// of JSON nested 1,000 deep allocated over 4 MB (issue 15 case 1).
+func maxAllocated(user []byte, perByte uint64) uint64 {
+	return 1<<20 + perByte*uint64(len(user))
+}
+
 // errorNamesItsSource: every error says which input it is about.
 func errorNamesItsSource(t *testing.T, err error, sources ...string) {
 	t.Helper()
@@ -42,9 +50,16 @@ func FuzzMergeNoCloud(f *testing.F) {
 		f.Add(seed, "net1", "svc.cluster.local")
 	}
 	f.Add("version: 2\n", "evil\nversion: 3", "x\n- y")
+	f.Add(mergeKeyChain(200), "net1", "s")
+	f.Add("version: 2\nx: "+nestedJSON(MaxNestingDepth+1), "net1", "s")
+	f.Add("version: 2\nx: [a"+strings.Repeat(",a", 3000)+"]", "net1", "s")
 	f.Fuzz(func(t *testing.T, user, name, search string) {
 		ifaces := fuzzIfaces(name, search)
-		out, err := MergeNoCloud([]byte(user), ifaces)
+		var out []byte
+		var err error
+		if alloc := allocated(func() { out, err = MergeNoCloud([]byte(user), ifaces) }); alloc > maxAllocated([]byte(user), 4<<10) {
+			t.Fatalf("merging %d bytes allocated %d bytes", len(user), alloc)
+		}
 		if err != nil {
 			errorNamesItsSource(t, err, "networkData", "interface")
 			return
@@ -73,9 +88,15 @@ func FuzzMergeNetworkDataJSON(f *testing.F) {
 		f.Add(seed, "net1", "svc.cluster.local")
 	}
 	f.Add(`{"links":[]}`, `"},{"id":"x`, "a\"b")
+	f.Add(`{"links":[],"x":`+nestedJSON(1000)+`}`, "net1", "s")
+	f.Add(`{"links":[],"x":`+nestedJSON(MaxNestingDepth-2)+`}`, "net1", "s")
 	f.Fuzz(func(t *testing.T, user, name, search string) {
 		ifaces := fuzzIfaces(name, search)
-		out, err := MergeNetworkDataJSON([]byte(user), ifaces)
+		var out []byte
+		var err error
+		if alloc := allocated(func() { out, err = MergeNetworkDataJSON([]byte(user), ifaces) }); alloc > maxAllocated([]byte(user), 256) {
+			t.Fatalf("merging %d bytes allocated %d bytes", len(user), alloc)
+		}
 		if err != nil {
 			errorNamesItsSource(t, err, "networkData", "interface")
 			return

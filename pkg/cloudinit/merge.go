@@ -24,6 +24,9 @@ func MergeNoCloud(user []byte, ifaces []model.BoundInterface) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkYAMLSize(user); err != nil {
+		return nil, fmt.Errorf("noCloud networkData: %w", err)
+	}
 	doc, err := decodeYAML(user)
 	if err != nil {
 		return nil, fmt.Errorf("noCloud networkData: %w", err)
@@ -31,6 +34,11 @@ func MergeNoCloud(user []byte, ifaces []model.BoundInterface) ([]byte, error) {
 	if doc == nil {
 		return RenderNetworkConfigV1(ifaces)
 	}
+	if err := checkYAMLTree(doc); err != nil {
+		return nil, fmt.Errorf("noCloud networkData: %w", err)
+	}
+	mb := newMergeBudget()
+	lookup := mb.lookup
 	body := resolve(doc.Content[0])
 	if body.Kind == yaml.ScalarNode && body.Tag == "!!null" {
 		return RenderNetworkConfigV1(ifaces)
@@ -56,9 +64,12 @@ func MergeNoCloud(user []byte, ifaces []model.BoundInterface) ([]byte, error) {
 		return nil, fmt.Errorf("noCloud networkData: version must be 1 or 2, got %s", got)
 	}
 	if vn.Value == "1" {
-		err = mergeV1(body, plans)
+		err = mergeV1(body, plans, mb)
 	} else {
-		err = mergeV2(body, plans)
+		err = mergeV2(body, plans, mb)
+	}
+	if err == nil && mb.exceeded() {
+		err = fmt.Errorf("YAML merge keys (<<) make the merge visit more than %d mappings", MaxMergeExpansion)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("noCloud networkData: %w", err)
@@ -71,8 +82,8 @@ func MergeNoCloud(user []byte, ifaces []model.BoundInterface) ([]byte, error) {
 }
 
 // collection returns the list or mapping under key in mapping m, creating it (or replacing a null) when absent.
-func collection(m *yaml.Node, key string, kind yaml.Kind, tag string) (*yaml.Node, error) {
-	n := resolve(lookup(m, key))
+func collection(m *yaml.Node, key string, kind yaml.Kind, tag string, mb *mergeBudget) (*yaml.Node, error) {
+	n := resolve(mb.lookup(m, key))
 	switch {
 	case n == nil:
 		n = &yaml.Node{Kind: kind, Tag: tag}
@@ -85,12 +96,12 @@ func collection(m *yaml.Node, key string, kind yaml.Kind, tag string) (*yaml.Nod
 	return n, nil
 }
 
-func mergeV1(body *yaml.Node, plans []nicPlan) error {
-	config, err := collection(body, "config", yaml.SequenceNode, "!!seq")
+func mergeV1(body *yaml.Node, plans []nicPlan, mb *mergeBudget) error {
+	config, err := collection(body, "config", yaml.SequenceNode, "!!seq", mb)
 	if err != nil {
 		return err
 	}
-	macs, names := userNICsV1(config)
+	macs, names := userNICsV1(config, mb.lookup)
 	for i := range plans {
 		if !configuredByUser(&plans[i], macs, names) {
 			config.Content = append(config.Content, v1Physical(&plans[i]))
@@ -101,9 +112,9 @@ func mergeV1(body *yaml.Node, plans []nicPlan) error {
 
 // mergeV2 treats every mapping-valued top-level key (ethernets, bonds, vlans, bridges, ...) as a map of
 // interface IDs: netplan IDs share one namespace, so an ID equal to our name is a clash too.
-func mergeV2(body *yaml.Node, plans []nicPlan) error {
-	macs, names := userNICsV2(body)
-	ethernets, err := collection(body, "ethernets", yaml.MappingNode, "!!map")
+func mergeV2(body *yaml.Node, plans []nicPlan, mb *mergeBudget) error {
+	macs, names := userNICsV2(body, mb.lookup)
+	ethernets, err := collection(body, "ethernets", yaml.MappingNode, "!!map", mb)
 	if err != nil {
 		return err
 	}
@@ -120,8 +131,11 @@ func mergeV2(body *yaml.Node, plans []nicPlan) error {
 	return nil
 }
 
+// lookupFunc is lookup, or a mergeBudget's lookup that shares one budget across a document.
+type lookupFunc func(m *yaml.Node, key string) *yaml.Node
+
 // userNICsV1 returns the MACs and names the entries of a v1 "config" list configure.
-func userNICsV1(config *yaml.Node) (macs, names []string) {
+func userNICsV1(config *yaml.Node, lookup lookupFunc) (macs, names []string) {
 	for _, item := range config.Content {
 		if mac, ok := scalar(lookup(item, "mac_address")); ok {
 			macs = append(macs, mac)
@@ -135,7 +149,7 @@ func userNICsV1(config *yaml.Node) (macs, names []string) {
 
 // userNICsV2 returns the MACs and names (IDs, set-name, match.name) every mapping-valued top-level
 // section of a v2 body configures.
-func userNICsV2(body *yaml.Node) (macs, names []string) {
+func userNICsV2(body *yaml.Node, lookup lookupFunc) (macs, names []string) {
 	for i := 0; i+1 < len(body.Content); i += 2 {
 		section := resolve(body.Content[i+1])
 		if section == nil || section.Kind != yaml.MappingNode {

@@ -139,18 +139,6 @@ func ndParts(plans []nicPlan, taken func(string) bool) []ndPart {
 	return parts
 }
 
-// marshalJSON encodes v indented, without HTML escaping (the file is read by cloud-init, not a browser).
-func marshalJSON(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
-
 // RenderNetworkDataJSON renders OpenStack network_data.json (ConfigDrive) for ifaces.
 func RenderNetworkDataJSON(ifaces []model.BoundInterface) ([]byte, error) {
 	return MergeNetworkDataJSON(nil, ifaces)
@@ -168,6 +156,9 @@ func MergeNetworkDataJSON(user []byte, ifaces []model.BoundInterface) ([]byte, e
 	top := map[string]json.RawMessage{}
 	var links, networks, services []json.RawMessage
 	if len(bytes.TrimSpace(user)) > 0 {
+		if err := checkJSONLimits(user); err != nil {
+			return nil, fmt.Errorf("configDrive networkData (network_data.json): %w", err)
+		}
 		if err := json.Unmarshal(user, &top); err != nil {
 			return nil, fmt.Errorf("configDrive networkData (network_data.json): not a JSON object: %w", err)
 		}
@@ -243,17 +234,8 @@ func MergeNetworkDataJSON(user []byte, ifaces []model.BoundInterface) ([]byte, e
 		}
 	}
 	links, networks = oursFirst(ourLinks, links), oursFirst(ourNetworks, networks)
-	for key, list := range map[string][]json.RawMessage{"links": links, "networks": networks, "services": services} {
-		if list == nil {
-			list = []json.RawMessage{}
-		}
-		b, err := json.Marshal(list)
-		if err != nil {
-			return nil, fmt.Errorf("encoding network_data.json %q: %w", key, err)
-		}
-		top[key] = b
-	}
-	out, err := marshalJSON(top)
+	ours := map[string]int{"links": len(ourLinks), "networks": len(ourNetworks)}
+	out, err := writeNetworkData(top, map[string][]json.RawMessage{"links": links, "networks": networks, "services": services}, ours)
 	if err != nil {
 		return nil, fmt.Errorf("encoding network_data.json: %w", err)
 	}

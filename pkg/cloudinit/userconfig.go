@@ -22,10 +22,15 @@ func UserConfigured(dataSource string, user []byte, ifaces []model.BoundInterfac
 	var macs, names []string
 	switch dataSource {
 	case dataSourceNoCloud:
-		doc, err := decodeYAML(user)
-		if err != nil || doc == nil {
+		if checkYAMLSize(user) != nil {
 			return nil
 		}
+		doc, err := decodeYAML(user)
+		if err != nil || doc == nil || checkYAMLTree(doc) != nil {
+			return nil
+		}
+		mb := newMergeBudget()
+		lookup := mb.lookup
 		body := resolve(doc.Content[0])
 		if body == nil || body.Kind != yaml.MappingNode {
 			return nil
@@ -38,10 +43,10 @@ func UserConfigured(dataSource string, user []byte, ifaces []model.BoundInterfac
 		switch v, _ := scalar(resolve(lookup(body, "version"))); v {
 		case "1":
 			if config := resolve(lookup(body, "config")); config != nil && config.Kind == yaml.SequenceNode {
-				macs, names = userNICsV1(config)
+				macs, names = userNICsV1(config, lookup)
 			}
 		case "2":
-			macs, names = userNICsV2(body)
+			macs, names = userNICsV2(body, lookup)
 		}
 	case dataSourceConfigDrive:
 		var top struct {

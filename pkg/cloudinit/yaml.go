@@ -125,30 +125,56 @@ func resolve(n *yaml.Node) *yaml.Node {
 // lookup returns the value of key in mapping m, following aliases and YAML merge keys ("<<") the way
 // PyYAML does (an explicit key wins over merged ones). nil when absent or m is no mapping. Each mapping is
 // visited once and at most maxMergeVisits of them per lookup, so that nested merge keys in hostile input
-// cannot make the work exponential.
+// cannot make the work exponential. The merge itself uses a mergeBudget, shared by every lookup of
+// one document.
 func lookup(m *yaml.Node, key string) *yaml.Node {
-	visited := map[*yaml.Node]bool{}
-	return lookupIn(m, key, visited)
+	budget := maxMergeVisits
+	return lookupIn(m, key, nil, &budget)
 }
 
 const maxMergeVisits = 1000
 
-func lookupIn(m *yaml.Node, key string, visited map[*yaml.Node]bool) *yaml.Node {
+// mergeBudget bounds the mappings that merge keys make all lookups of one document visit together
+// (MaxMergeExpansion): a per-lookup bound alone let 15,000 chained merges cost 10 s (issue 15).
+type mergeBudget struct{ left int }
+
+func newMergeBudget() *mergeBudget { return &mergeBudget{left: MaxMergeExpansion} }
+
+func (b *mergeBudget) lookup(m *yaml.Node, key string) *yaml.Node {
+	return lookupIn(m, key, nil, &b.left)
+}
+
+// exceeded reports whether a lookup was cut short; its answer may then be wrong.
+func (b *mergeBudget) exceeded() bool { return b.left < 0 }
+
+// lookupIn looks key up in m and then in what m merges. visited (allocated on the first merge key)
+// keeps each mapping to one visit; budget counts merged mappings visited and goes negative when a
+// visit is refused.
+func lookupIn(m *yaml.Node, key string, visited map[*yaml.Node]bool, budget *int) *yaml.Node {
 	m = resolve(m)
-	if m == nil || m.Kind != yaml.MappingNode || visited[m] || len(visited) >= maxMergeVisits {
+	if m == nil || m.Kind != yaml.MappingNode || visited[m] {
 		return nil
 	}
-	visited[m] = true
 	var found *yaml.Node
+	hasMerge := false
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k := resolve(m.Content[i])
-		if k != nil && k.Kind == yaml.ScalarNode && k.Value == key && k.ShortTag() != "!!merge" {
+		if k == nil || k.Kind != yaml.ScalarNode {
+			continue
+		}
+		if k.ShortTag() == "!!merge" {
+			hasMerge = true
+		} else if k.Value == key {
 			found = m.Content[i+1] // PyYAML keeps the last duplicate
 		}
 	}
-	if found != nil {
+	if found != nil || !hasMerge {
 		return found
 	}
+	if visited == nil {
+		visited = map[*yaml.Node]bool{}
+	}
+	visited[m] = true
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k := resolve(m.Content[i])
 		if k == nil || k.Kind != yaml.ScalarNode || k.ShortTag() != "!!merge" {
@@ -160,7 +186,12 @@ func lookupIn(m *yaml.Node, key string, visited map[*yaml.Node]bool) *yaml.Node 
 			sources = v.Content
 		}
 		for _, s := range sources {
-			if f := lookupIn(s, key, visited); f != nil {
+			if *budget <= 0 {
+				*budget = -1
+				return nil
+			}
+			*budget--
+			if f := lookupIn(s, key, visited, budget); f != nil {
 				return f
 			}
 		}

@@ -2,6 +2,7 @@ package domain
 
 import (
 	"bytes"
+	"context"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -30,7 +31,7 @@ func WiredByKubeVirt(domainXML []byte, ifaceName string) (bool, error) {
 	if err := validateIfaceName(ifaceName); err != nil {
 		return false, err
 	}
-	doc, err := parseDocument(domainXML)
+	doc, err := parseDocument(context.Background(), domainXML)
 	if err != nil {
 		return false, err
 	}
@@ -53,10 +54,15 @@ func (doc *document) wiredByKubeVirt(ifaceName string) bool {
 // Apply is idempotent. Every byte outside the replaced hostdevs is kept: the new ones go after the
 // last other device, indented like it. When nothing changes the result is domainXML itself.
 func Apply(domainXML []byte, ifaces []model.BoundInterface) ([]byte, error) {
-	doc, err := parseDocument(domainXML)
+	doc, err := parseDocument(context.Background(), domainXML)
 	if err != nil {
 		return nil, err
 	}
+	return doc.apply(domainXML, ifaces)
+}
+
+// apply is Apply on a parsed document; src is the document's source.
+func (doc *document) apply(domainXML []byte, ifaces []model.BoundInterface) ([]byte, error) {
 
 	seen := make(map[string]bool, len(ifaces))
 	var needed []model.BoundInterface

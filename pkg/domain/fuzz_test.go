@@ -2,6 +2,7 @@ package domain
 
 import (
 	"bytes"
+	"context"
 	"encoding/xml"
 	"errors"
 	"io"
@@ -50,7 +51,7 @@ func FuzzApply(f *testing.F) {
 			t.Fatalf("second Apply changed the output:\n%s\n---\n%s", out, again)
 		}
 
-		srcDoc, err := parseDocument(src)
+		srcDoc, err := parseDocument(context.Background(), src)
 		if err != nil {
 			t.Fatalf("Apply accepted input parseDocument rejects: %v", err)
 		}
@@ -60,7 +61,7 @@ func FuzzApply(f *testing.F) {
 			}
 			return
 		}
-		outDoc, err := parseDocument(out)
+		outDoc, err := parseDocument(context.Background(), out)
 		if err != nil {
 			t.Fatalf("output rejected by parseDocument: %v", err)
 		}

@@ -2,6 +2,7 @@ package domain
 
 import (
 	"bytes"
+	"context"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -34,45 +35,69 @@ func SetPodNICMAC(domainXML []byte, ifaceName string, mac net.HardwareAddr) ([]b
 	if len(mac) != 6 {
 		return nil, res, fmt.Errorf("%w: interface %q: MAC %q is not 48-bit", ErrInvalidInterface, ifaceName, mac.String())
 	}
-	doc, err := parseDocument(domainXML)
+	doc, err := parseDocument(context.Background(), domainXML)
 	if err != nil {
 		return nil, res, err
 	}
-	if doc.devices == nil {
+	el, d, found, err := doc.podNIC(domainXML, ifaceName)
+	if err != nil {
+		return nil, res, err
+	}
+	if !found {
 		return domainXML, res, nil
+	}
+	res.Found = true
+	if el.hasMAC {
+		res.Existing = el.mac
+		return domainXML, res, nil
+	}
+	insert := d.start + el.startTagEnd
+	text := "<mac address='" + strings.ToLower(mac.String()) + "'/>"
+	if el.firstIndent != "" {
+		// Indent like the element's first child: repeat the whitespace that follows the start tag.
+		insert += len(el.firstIndent)
+		text += el.firstIndent
+	}
+	out := make([]byte, 0, len(domainXML)+len(text))
+	out = append(out, domainXML[:insert]...)
+	out = append(out, text...)
+	out = append(out, domainXML[insert:]...)
+	res.Set = true
+	return out, res, nil
+}
+
+// PodNICMAC reports, without changing anything, what SetPodNICMAC would find: whether the <interface>
+// aliased ua-<ifaceName> exists and the MAC it has.
+func (d *Document) PodNICMAC(ifaceName string) (PodNICMAC, error) {
+	var res PodNICMAC
+	if err := validateIfaceName(ifaceName); err != nil {
+		return res, err
+	}
+	el, _, found, err := d.doc.podNIC(d.src, ifaceName)
+	if err != nil || !found {
+		return res, err
+	}
+	res.Found, res.Existing = true, el.mac
+	return res, nil
+}
+
+// podNIC finds the <interface> aliased ua-<ifaceName> and reads its start tag and <mac>.
+func (doc *document) podNIC(src []byte, ifaceName string) (interfaceElement, device, bool, error) {
+	if doc.devices == nil {
+		return interfaceElement{}, device{}, false, nil
 	}
 	alias := interfaceAlias(ifaceName)
 	for _, d := range doc.devices.children {
 		if d.element != "interface" || d.alias != alias {
 			continue
 		}
-		res.Found = true
-		el, err := scanInterface(domainXML[d.start:d.end])
+		el, err := scanInterface(src[d.start:d.end])
 		if err != nil {
-			return nil, res, fmt.Errorf("%w: <interface> %s: %w", ErrMalformedDomain, alias, err)
+			return el, d, true, fmt.Errorf("%w: <interface> %s: %w", ErrMalformedDomain, alias, err)
 		}
-		if el.mac != "" || el.hasMAC {
-			res.Existing = el.mac
-			return domainXML, res, nil
-		}
-		insert := d.start + el.startTagEnd
-		elem := "<mac address='" + strings.ToLower(mac.String()) + "'/>"
-		// Indent like the element's first child: repeat the whitespace that follows the start tag.
-		text := elem + el.firstIndent
-		if el.firstIndent == "" {
-			text = elem
-		}
-		if el.firstIndent != "" {
-			insert += len(el.firstIndent)
-		}
-		out := make([]byte, 0, len(domainXML)+len(text))
-		out = append(out, domainXML[:insert]...)
-		out = append(out, text...)
-		out = append(out, domainXML[insert:]...)
-		res.Set = true
-		return out, res, nil
+		return el, d, true, nil
 	}
-	return domainXML, res, nil
+	return interfaceElement{}, device{}, false, nil
 }
 
 // interfaceElement is what SetPodNICMAC needs to know of one <interface> element.

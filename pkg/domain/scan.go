@@ -2,6 +2,7 @@ package domain
 
 import (
 	"bytes"
+	"context"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -32,11 +33,15 @@ type document struct {
 	devices *devicesElement // nil when the domain has no <devices>
 }
 
+// ctxCheckTokens is how often parseDocument looks at its context: a 4 MiB domain is about 300,000
+// tokens and 100 ms of CPU, so a call whose client has gone stops within a fraction of a millisecond.
+const ctxCheckTokens = 1024
+
 // parseDocument checks that src is one well-formed <domain> document and locates <devices> and its
 // children. It reads tokens with encoding/xml and records byte offsets instead of unmarshalling, so
 // that callers can splice bytes without re-serialising (and so losing) anything libvirtxml or
 // KubeVirt's api.DomainSpec do not model.
-func parseDocument(src []byte) (*document, error) {
+func parseDocument(ctx context.Context, src []byte) (*document, error) {
 	dec := xml.NewDecoder(bytes.NewReader(src))
 	dec.Strict = true
 
@@ -49,7 +54,12 @@ func parseDocument(src []byte) (*document, error) {
 		// leadStart/leadEnd delimit the last token if it was whitespace-only text, else leadEnd < 0.
 		leadStart, leadEnd = 0, -1
 	)
-	for {
+	for tokens := 1; ; tokens++ {
+		if tokens%ctxCheckTokens == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("parsing the domain XML stopped at byte %d: %w", dec.InputOffset(), err)
+			}
+		}
 		start := int(dec.InputOffset())
 		tok, err := dec.Token()
 		if errors.Is(err, io.EOF) {
@@ -94,7 +104,10 @@ func parseDocument(src []byte) (*document, error) {
 			case depth == 3 && child != nil && isLibvirt(t.Name, "alias") && child.alias == "":
 				child.alias = attr(t, "name")
 			}
-			depth++
+			if depth++; depth > MaxDepth {
+				// encoding/xml keeps a stack entry per open element: refuse before that grows.
+				return nil, fmt.Errorf("%w: nesting depth exceeds %d at byte %d", ErrMalformedDomain, MaxDepth, start)
+			}
 		case xml.EndElement:
 			depth--
 			switch {

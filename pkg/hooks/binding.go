@@ -87,7 +87,15 @@ func (b *Binding) OnDefineDomain(ctx context.Context, vmiJSON, domainXML []byte)
 	if err != nil {
 		return nil, err
 	}
-	need, err := pipeline.DomainNeed(vmi, b.cfg.Options, domainXML)
+	// Parsed once for every question and the Apply.
+	doc, err := pipeline.ParseDomain(ctx, vmi, b.cfg.Options, domainXML)
+	if ended := contextEnded(ctx, pipeline.OnDefineDomain); ended != nil {
+		return nil, ended
+	}
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	need, err := pipeline.DomainNeed(vmi, b.cfg.Options, doc)
 	if err != nil {
 		return nil, grpcError(err)
 	}
@@ -95,7 +103,10 @@ func (b *Binding) OnDefineDomain(ctx context.Context, vmiJSON, domainXML []byte)
 	if err != nil {
 		return nil, err
 	}
-	out, warnings, err := pipeline.Domain(vmi, snap, b.cfg.Options, domainXML)
+	out, warnings, err := pipeline.Domain(vmi, snap, b.cfg.Options, domainXML, doc)
+	if ended := contextEnded(ctx, pipeline.OnDefineDomain); ended != nil {
+		return nil, ended // nobody waits for the result
+	}
 	if err != nil {
 		return nil, grpcError(err)
 	}
@@ -118,7 +129,13 @@ func (b *Binding) PreCloudInitIso(ctx context.Context, vmiJSON, cloudInitData, n
 	if err != nil {
 		return nil, nil, err
 	}
+	if ended := contextEnded(ctx, pipeline.PreCloudInitIso); ended != nil {
+		return nil, nil, ended
+	}
 	data, source, warnings, err := pipeline.CloudInit(vmi, snap, b.cfg.Options, cloudInitData, noCloudSource)
+	if ended := contextEnded(ctx, pipeline.PreCloudInitIso); ended != nil {
+		return nil, nil, ended // nobody waits for the result (the merge itself is bounded: cloudinit limits)
+	}
 	if err != nil {
 		return nil, nil, grpcError(err)
 	}

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/domain"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 )
@@ -34,30 +36,43 @@ func snapOf(statusMAC string) *downwardapi.Snapshot {
 	return downwardapi.SnapshotFromMaps(nil, map[string]string{downwardapi.NetworkStatusAnnotation: ns})
 }
 
+func parsed(t *testing.T, vmi *model.VirtualMachineInstance, xml []byte) *domain.Document {
+	t.Helper()
+	doc, err := ParseDomain(context.Background(), vmi, opts, xml)
+	require.NoError(t, err)
+	return doc
+}
+
+// domainOf is OnDefineDomain's two steps: parse once, then Domain.
+func domainOf(t *testing.T, vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, xml []byte) ([]byte, []Warning, error) {
+	t.Helper()
+	return Domain(vmi, snap, opts, xml, parsed(t, vmi, xml))
+}
+
 func TestDomain_NothingBound_PassesThroughWithWarning(t *testing.T) {
 	vmi := vmiOf(t, `{"domain":{"devices":{"interfaces":[{"name":"a","sriov":{}},{"name":"b","binding":{"name":"other"}},{"name":"c"}]}}}`)
 	in := []byte("<domain><devices/></domain>")
-	out, ws, err := Domain(vmi, nil, opts, in)
+	out, ws, err := domainOf(t, vmi, nil, in)
 	require.NoError(t, err)
 	assert.Equal(t, in, out)
 	require.Len(t, ws, 1)
 	assert.Equal(t, WarnNothingBound, ws[0].Code)
 	assert.Contains(t, ws[0].Message, `a uses KubeVirt's core "sriov" binding; b uses binding plugin "other"; c uses no binding`)
 
-	_, ws, err = Domain(vmiOf(t, `{"domain":{"devices":{}}}`), nil, opts, in)
+	_, ws, err = domainOf(t, vmiOf(t, `{"domain":{"devices":{}}}`), nil, in)
 	require.NoError(t, err)
 	assert.Contains(t, ws[0].Message, "the VMI has no interfaces")
 }
 
 func TestDomain_NoCloudInitVolume_Warns(t *testing.T) {
 	vmi := vmiOf(t, fmt.Sprintf(boundSpec, ""))
-	_, ws, err := Domain(vmi, snapOf("02:00:00:00:01:01"), opts, []byte("<domain><devices></devices></domain>"))
+	_, ws, err := domainOf(t, vmi, snapOf("02:00:00:00:01:01"), []byte("<domain><devices></devices></domain>"))
 	require.NoError(t, err)
 	require.Len(t, ws, 1)
 	assert.Equal(t, WarnNoCloudInitVolume, ws[0].Code)
 
 	vmi = vmiOf(t, fmt.Sprintf(boundSpec, `,"volumes":[{"name":"c","cloudInitConfigDrive":{}}]`))
-	_, ws, err = Domain(vmi, snapOf("02:00:00:00:01:01"), opts, []byte("<domain><devices></devices></domain>"))
+	_, ws, err = domainOf(t, vmi, snapOf("02:00:00:00:01:01"), []byte("<domain><devices></devices></domain>"))
 	require.NoError(t, err)
 	assert.Empty(t, ws)
 }
@@ -103,17 +118,17 @@ func TestCloudInit_PodNICWithoutMAC_FailsAsInvalidInputNamingTheHook(t *testing.
 func TestDomainNeed_ListsVFAddress_UnlessKubeVirtWiredIt(t *testing.T) {
 	vmi := vmiOf(t, fmt.Sprintf(boundSpec, ""))
 	empty := downwardapi.SnapshotFromMaps(nil, nil)
-	need, err := DomainNeed(vmi, opts, []byte("<domain><devices></devices></domain>"))
+	need, err := DomainNeed(vmi, opts, parsed(t, vmi, []byte("<domain><devices></devices></domain>")))
 	require.NoError(t, err)
 	require.Len(t, need(empty), 1)
 	assert.Equal(t, "deviceInfo.pci.pci-address", need(empty)[0].Field)
 
 	wired := []byte(`<domain><devices><interface type="ethernet"><alias name="ua-vf1"/></interface></devices></domain>`)
-	need, err = DomainNeed(vmi, opts, wired)
+	need, err = DomainNeed(vmi, opts, parsed(t, vmi, wired))
 	require.NoError(t, err)
 	assert.Empty(t, need(empty))
 
-	_, err = DomainNeed(vmi, opts, []byte("<domain"))
+	_, err = ParseDomain(context.Background(), vmi, opts, []byte("<domain"))
 	var pe *Error
 	require.True(t, errors.As(err, &pe))
 	assert.Equal(t, InvalidInput, pe.Kind)

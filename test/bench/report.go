@@ -49,6 +49,8 @@ type Result struct {
 	Hook      HookLatency    `json:"hook_latency"`
 	Swap      SwapLatency    `json:"swap_latency"`
 	Render    []RenderResult `json:"render"`
+	// Largest is peak RSS under the largest legal inputs (ours only; nil when not measured).
+	Largest *LargestResult `json:"largest,omitempty"`
 	// Ratios are ours / peer for each figure both have (the machines are noisy; ratios less so).
 	Ratios map[string]float64 `json:"ratios"`
 	Notes  []string           `json:"notes,omitempty"`
@@ -114,6 +116,7 @@ func (r *Result) WriteTable(w io.Writer) error {
 	row("idle RSS after start", mib(r.Ours.IdleRSSKiB), mib(r.Peer.IdleRSSKiB), ratioText(r.Ratios["idle_rss"]), "<= 12 MiB")
 	row("  of which anon (private) / file (binary)", anonFile(r.Ours.IdleAnonKiB, r.Ours.IdleFileKiB), anonFile(r.Peer.IdleAnonKiB, r.Peer.IdleFileKiB), ratioText(r.Ratios["idle_anon"]), "-")
 	row(fmt.Sprintf("idle RSS after %d hook calls", r.Params.Calls), mib(r.Ours.RSSAfterCallsKiB), mib(r.Peer.RSSAfterCallsKiB), ratioText(r.Ratios["rss_after_calls"]), "-")
+	r.largestRows(row)
 	row(fmt.Sprintf("CPU ticks over %.0f s idle", r.Params.IdleSeconds), fmt.Sprint(r.Ours.IdleTicks), fmt.Sprint(r.Peer.IdleTicks), ratioText(r.Ratios["idle_ticks"]), "0")
 	row(fmt.Sprintf("context switches over %.0f s idle", r.Params.IdleSeconds), fmt.Sprint(r.Ours.IdleContextSwitches), fmt.Sprint(r.Peer.IdleContextSwitches), ratioText(r.Ratios["idle_ctx_switches"]), "-")
 	row(fmt.Sprintf("hook Info+OnDefineDomain p50/p99 (n=%d)", r.Ours.DefineDomain.N), p50p99(r.Ours.DefineDomain), p50p99(r.Peer.DefineDomain),
@@ -144,6 +147,39 @@ func (r *Result) WriteTable(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// largestRows prints peak RSS under the largest legal inputs beside the idle figures.
+func (r *Result) largestRows(row func(...string)) {
+	l := r.Largest
+	if l == nil {
+		return
+	}
+	row(fmt.Sprintf("peak RSS, largest legal inputs (%d NICs, %d KiB annotations)", l.NICs, l.AnnotationBytes>>10), mib(l.PeakRSSKiB), "-", "-", "< 32 MiB")
+	row("  after 1 MiB networkData (NoCloud v1/v2, ConfigDrive)", mib(l.BeforeDomainKiB), "-", "-", "-")
+	row(fmt.Sprintf("  after OnDefineDomain, %.1f MiB domain", float64(l.DomainBytes)/(1<<20)), mib(l.PeakRSSKiB), "-", "-", "-")
+}
+
+// WriteLargestTable prints only the largest-input figures (sidecarbench --only largest).
+func (r *Result) WriteLargestTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(cells ...string) { fmt.Fprintln(tw, strings.Join(cells, "\t")) }
+	row("figure", "ours", "peer (passt)", "ours/peer", "target")
+	row("------", "----", "------------", "---------", "------")
+	if r.Largest != nil {
+		row("peak RSS at socket ready", mib(r.Largest.ReadyPeakKiB), "-", "-", "-")
+	}
+	r.largestRows(row)
+	if r.Largest != nil {
+		for _, in := range r.Largest.Inputs {
+			verdict := "merged"
+			if !in.Accepted {
+				verdict = "rejected"
+			}
+			row(fmt.Sprintf("  %s: %s in %.0f ms", in.Name, verdict, float64(in.Duration)/1e6), mib(in.PeakAfterKiB), "-", "-", "-")
+		}
+	}
+	return tw.Flush()
 }
 
 func renderTarget(n int) string {

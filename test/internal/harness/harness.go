@@ -173,7 +173,7 @@ func (p *Process) Logs() string {
 	return p.logs.String()
 }
 
-// Pid is the sidecar's process id.
+// Pid is the sidecar's process id (for /proc figures such as VmHWM).
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 // Signal sends sig to the sidecar.

@@ -36,6 +36,7 @@ const (
 
 type options struct {
 	ours, peer, binDir, jsonOut string
+	only                        string
 	starts, calls, swaps        int
 	idle                        time.Duration
 }
@@ -50,6 +51,7 @@ func main() {
 	flag.IntVar(&o.calls, "calls", 1000, "hook calls (load before RSS, and Manager latency)")
 	flag.IntVar(&o.swaps, "swaps", 500, "kubelet swap -> waiting hook rounds")
 	flag.DurationVar(&o.idle, "idle", 10*time.Second, "idle window for CPU ticks and context switches")
+	flag.StringVar(&o.only, "only", "", `measure one figure: "largest" = peak RSS under the largest legal inputs (ours only)`)
 	flag.Parse()
 	if err := run(o, os.Stdout); err != nil {
 		fmt.Fprintf(os.Stderr, "sidecarbench: cannot measure: %v\n", err)
@@ -82,6 +84,9 @@ func run(o options, stdout io.Writer) error {
 		Peer:      bench.BinaryResult{Name: "network-passt-binding (KubeVirt v1.8.0)", Path: o.peer},
 	}
 	for _, b := range []*bench.BinaryResult{&res.Ours, &res.Peer} {
+		if b.Path == "" {
+			continue // not built: --only
+		}
 		st, err := os.Stat(b.Path)
 		if err != nil {
 			return fmt.Errorf("size of %s: %w", b.Path, err)
@@ -95,10 +100,28 @@ func run(o options, stdout io.Writer) error {
 	}
 	defer env.cleanup()
 
+	switch o.only {
+	case "":
+	case "largest":
+		if err := env.measureLargest(res); err != nil {
+			return err
+		}
+		if err := res.WriteLargestTable(stdout); err != nil {
+			return err
+		}
+		return writeJSON(o.jsonOut, res)
+	default:
+		return fmt.Errorf("--only %q: the one figure measurable alone is \"largest\"", o.only)
+	}
+
 	if err := env.measureStarts(res, o.starts); err != nil {
 		return err
 	}
 	if err := env.measureRunning(res, o); err != nil {
+		return err
+	}
+	// Last: it rewrites the volumes with 64 interfaces.
+	if err := env.measureLargest(res); err != nil {
 		return err
 	}
 	for _, n := range []int{1, 8, 64} {
@@ -135,8 +158,8 @@ func buildBinaries(o *options) error {
 		// The peer as KubeVirt builds it: no tags.
 		{&o.peer, "network-passt-binding", filepath.Join(harness.RepoRoot(), "test"), peerPackage, ""},
 	}
-	for _, b := range builds {
-		if *b.path != "" {
+	for i, b := range builds {
+		if *b.path != "" || (i == 1 && o.only != "") { // one figure alone is ours only: no peer
 			continue
 		}
 		out, err := filepath.Abs(filepath.Join(o.binDir, b.name))
@@ -274,6 +297,40 @@ func (e *env) startOurs(withLines bool) (*bench.Process, error) {
 
 func (e *env) startPeer() (*bench.Process, error) {
 	return bench.StartProcess(e.peer, nil, e.peerSock, false)
+}
+
+// measureLargest starts a fresh instance of ours on volumes holding 64 interfaces and 256 KiB of
+// annotations, sends it the largest legal inputs (and inputs past the limits), and records VmHWM.
+func (e *env) measureLargest(res *bench.Result) error {
+	ifaces := bench.Ifaces(bench.LargestNICs, bench.BaseNAD)
+	ann, err := bench.Annotations(ifaces, bench.LargestAnnotations)
+	if err != nil {
+		return err
+	}
+	if err := e.podInfo.WritePodInfo(map[string]string{"app": "bench"}, ann); err != nil {
+		return err
+	}
+	netInfo, err := bench.NetworkInfoJSON(ifaces)
+	if err != nil {
+		return err
+	}
+	if err := e.devInfo.WriteDeviceInfo(netInfo); err != nil {
+		return err
+	}
+	p, err := e.startOurs(false)
+	if err != nil {
+		return err
+	}
+	l, err := bench.MeasureLargest(p.Socket, p.Pid())
+	if err != nil {
+		p.Kill()
+		return fmt.Errorf("largest inputs: %w", err)
+	}
+	res.Largest = &l
+	if _, err := p.Stop(stopTimeout); err != nil {
+		return err
+	}
+	return nil
 }
 
 // measureStarts alternates ours and the peer so that drift on a noisy machine hits both alike.

@@ -1,0 +1,236 @@
+package cloudinit
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// Limits on the user's networkData (issue 15). The source is the VM owner's cloud-init volume or
+// networkDataSecretRef: anyone who can create a VMI controls it, and the sidecar has a fixed memory
+// limit. Everything past a limit is rejected with an error naming the source and the limit; within
+// them the merge costs bounded memory and time (README "Limits"). Real network configs are far inside:
+// 64 fully configured NICs are about 3,000 YAML nodes, nested 6 deep.
+const (
+	// MaxNetworkDataBytes is the largest networkData accepted, the size of a Kubernetes Secret.
+	MaxNetworkDataBytes = 1 << 20
+	// MaxNestingDepth bounds how deeply collections nest (YAML and JSON).
+	MaxNestingDepth = 64
+	// MaxNodes bounds the YAML nodes (every key, value and collection; aliases count once) and the
+	// JSON values (keys included) of a document.
+	MaxNodes = 10000
+	// MaxYAMLAliases bounds the aliases (*name) in a YAML document.
+	MaxYAMLAliases = 1000
+	// MaxMergeExpansion bounds the mappings that YAML merge keys ("<<") make the merge visit, summed
+	// over the whole document: merge keys can refer to mappings that merge others, so the work is not
+	// bounded by the node count alone.
+	MaxMergeExpansion = 100000
+)
+
+// sizeLimit rejects a document larger than MaxNetworkDataBytes; callers prefix the source.
+func sizeLimit(n int) error {
+	if n > MaxNetworkDataBytes {
+		return fmt.Errorf("size %d bytes exceeds %d (the limit of a Secret)", n, MaxNetworkDataBytes)
+	}
+	return nil
+}
+
+// checkJSONLimits scans a JSON document once, without building anything, and rejects it when it is
+// larger, deeper or has more values than the limits. It does not validate: json.Unmarshal does that
+// afterwards, on input known to be bounded.
+func checkJSONLimits(data []byte) error {
+	if err := sizeLimit(len(data)); err != nil {
+		return err
+	}
+	depth, nodes := 0, 0
+	inString, escaped := false, false
+	valueStart := true // the next non-blank byte may start a value
+	for i, c := range data {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		case '"':
+			inString = true
+			nodes++
+		case '{', '[':
+			depth++
+			nodes++
+			if depth > MaxNestingDepth {
+				return fmt.Errorf("nesting depth exceeds %d at byte %d", MaxNestingDepth, i)
+			}
+		case '}', ']':
+			depth--
+		default:
+			if valueStart && c != ',' && c != ':' {
+				nodes++ // a number, true, false or null
+			}
+		}
+		valueStart = c == ',' || c == ':' || c == '[' || c == '{'
+		if nodes > MaxNodes {
+			return fmt.Errorf("more than %d values (keys included) at byte %d", MaxNodes, i)
+		}
+	}
+	return nil
+}
+
+// writeNetworkData writes network_data.json: top-level keys sorted, one list entry per line, our
+// entries indented, the user's values compacted as they came (never re-indented: indenting a value
+// nested d deep writes d levels of indentation on each of its lines, so output and memory grew with
+// the square of the depth, issue 15). lists replace the top-level keys they name; the first
+// ours[key] entries of a list are ours (they come before the user's: oursFirst), the rest the user's.
+func writeNetworkData(top map[string]json.RawMessage, lists map[string][]json.RawMessage, ours map[string]int) ([]byte, error) {
+	keys := make([]string, 0, len(top)+len(lists))
+	size := 16
+	for k, v := range top {
+		if _, ok := lists[k]; !ok {
+			keys = append(keys, k)
+			size += len(k) + len(v) + 8
+		}
+	}
+	for k, l := range lists {
+		keys = append(keys, k)
+		for _, v := range l {
+			size += len(v) + 8
+		}
+	}
+	sort.Strings(keys)
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	buf.WriteString("{")
+	for i, k := range keys {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.WriteString("\n  ")
+		if err := writeJSONString(buf, k); err != nil {
+			return nil, err
+		}
+		buf.WriteString(": ")
+		list, isList := lists[k]
+		if !isList {
+			if err := json.Compact(buf, top[k]); err != nil {
+				return nil, fmt.Errorf("%q: %w", k, err)
+			}
+			continue
+		}
+		if len(list) == 0 {
+			buf.WriteString("[]")
+			continue
+		}
+		buf.WriteByte('[')
+		for j, v := range list {
+			if j > 0 {
+				buf.WriteByte(',')
+			}
+			buf.WriteString("\n    ")
+			var err error
+			if j < ours[k] {
+				err = json.Indent(buf, v, "    ", "  ") // ours: a few levels deep
+			} else {
+				err = json.Compact(buf, v)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%q entry %d: %w", k, j, err)
+			}
+		}
+		buf.WriteString("\n  ]")
+	}
+	if len(keys) > 0 {
+		buf.WriteByte('\n')
+	}
+	buf.WriteString("}\n")
+	return buf.Bytes(), nil
+}
+
+// maxYAMLTokens bounds the pre-scan's count. A node needs at least one token, except an empty
+// value after an indicator, which the indicator pays for; so the decoder builds at most about
+// 2*maxYAMLTokens nodes (about 200 bytes each) before checkYAMLTree counts them exactly. Real documents
+// have 1.2-1.6 tokens per node ("key: value" is three tokens, two nodes).
+const maxYAMLTokens = 2 * MaxNodes
+
+// checkYAMLSize rejects, before the YAML parser runs, a document whose size or token count could
+// make the node tree large: yaml.v3 builds every node of a document before returning any, at about
+// 200 bytes each, and its encoder keeps every event of the document (emitterc.go
+// yaml_emitter_emit appends to emitter.events), at about 800 bytes per node. The count is an upper
+// bound that needs no parsing: words (runs of non-blank bytes, split at flow indicators), flow
+// indicators, and block indicators ("- ", ": ", "? ") once more for the empty value that may follow
+// them. Words in comments and in quoted or block scalars count too: skipping them would need the
+// parser's own idea of where a quoted scalar ends (a '#' or a quote inside one is not what it
+// seems), and a scanner that guessed wrong could skip a line full of nodes.
+func checkYAMLSize(data []byte) error {
+	if err := sizeLimit(len(data)); err != nil {
+		return err
+	}
+	if tokens, at := countYAMLTokens(data, maxYAMLTokens); tokens > maxYAMLTokens {
+		return fmt.Errorf("more than %d YAML tokens (words, including those of comments and quoted text, and indicators; limit: %d nodes) at byte %d", maxYAMLTokens, MaxNodes, at)
+	}
+	return nil
+}
+
+// countYAMLTokens counts data's tokens (see checkYAMLSize), stopping at the byte where the count
+// passes limit. Every node yaml.v3 builds is paid for by at most two of them (FuzzCountYAMLTokens).
+func countYAMLTokens(data []byte, limit int) (tokens, at int) {
+	prevBlank := true // at the start of a line or after a blank
+	for i, c := range data {
+		switch {
+		case isYAMLBlank(c):
+			prevBlank = true
+			continue
+		case c == '[' || c == '{' || c == ',' || c == ']' || c == '}':
+			tokens++
+			prevBlank = true // a flow indicator ends a plain scalar and may start the next
+		case (c == '-' || c == ':' || c == '?') && (i+1 == len(data) || isYAMLBlank(data[i+1])):
+			tokens += 2
+			prevBlank = false
+		case prevBlank:
+			tokens++
+			prevBlank = false
+		}
+		if tokens > limit {
+			return tokens, i
+		}
+	}
+	return tokens, len(data)
+}
+
+func isYAMLBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
+
+// checkYAMLTree counts the parsed document exactly: nodes (an alias is one node, never expanded),
+// nesting depth and aliases.
+func checkYAMLTree(doc *yaml.Node) error {
+	var nodes, aliases int
+	var walk func(n *yaml.Node, depth int) error
+	walk = func(n *yaml.Node, depth int) error {
+		nodes++
+		switch {
+		case nodes > MaxNodes:
+			return fmt.Errorf("more than %d nodes (line %d)", MaxNodes, n.Line)
+		case depth > MaxNestingDepth:
+			return fmt.Errorf("nesting depth exceeds %d (line %d)", MaxNestingDepth, n.Line)
+		case n.Kind == yaml.AliasNode:
+			if aliases++; aliases > MaxYAMLAliases {
+				return fmt.Errorf("more than %d aliases (line %d)", MaxYAMLAliases, n.Line)
+			}
+		}
+		for _, c := range n.Content {
+			if err := walk(c, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return walk(doc, 0)
+}

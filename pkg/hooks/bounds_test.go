@@ -1,0 +1,108 @@
+package hooks
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/domain"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+)
+
+// paddedDomain is a KubeVirt-shaped domain of about size bytes: many small elements, the shape that
+// costs an XML tokenizer the most per byte.
+func paddedDomain(size int) []byte {
+	var b bytes.Buffer
+	b.WriteString("<domain type=\"kvm\">\n\t<name>default_vm</name>\n\t<metadata>\n")
+	for i := 0; b.Len() < size; i++ {
+		fmt.Fprintf(&b, "\t\t<pad n=\"%d\"><v>x</v></pad>\n", i)
+	}
+	b.WriteString("\t</metadata>\n\t<devices>\n\t\t<interface type=\"ethernet\"><alias name=\"ua-default\"></alias></interface>\n\t</devices>\n</domain>\n")
+	return b.Bytes()
+}
+
+// allocated returns the bytes allocated while f runs (an upper bound on the heap f can add).
+func allocated(f func()) uint64 {
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// Issue 15 case 3: one parse of the domain per call, not one per bound interface (the sample VMI has
+// two bound interfaces, so a parse per interface allocates about three times what one Apply does).
+func TestOnDefineDomain_ParsesTheDomainOnce_NotOncePerBoundInterface(t *testing.T) {
+	annotations, vmi := loadSample(t)
+	b := newTestBinding(t, annotations, nil)
+	dom := paddedDomain(1 << 20)
+	vmiModel, err := model.DecodeVMI(vmi)
+	require.NoError(t, err)
+	ifaces, err := model.Build(vmiModel, b.cfg.Snapshots.Snapshot(), b.cfg.Options)
+	require.NoError(t, err)
+	require.Len(t, ifaces, 2, "precondition: two bound interfaces")
+
+	onePass := allocated(func() {
+		_, err := domain.Apply(dom, ifaces)
+		require.NoError(t, err)
+	})
+	hook := allocated(func() {
+		_, err := b.OnDefineDomain(context.Background(), vmi, dom)
+		require.NoError(t, err)
+	})
+	t.Logf("domain %d KiB: one Apply allocates %d KiB, OnDefineDomain %d KiB", len(dom)>>10, onePass>>10, hook>>10)
+	assert.LessOrEqual(t, hook, onePass+onePass/2, "OnDefineDomain allocates more than one parse of the domain")
+}
+
+// Issue 15 case 3: a call whose client has gone does no work and says so.
+func TestOnDefineDomain_ContextEnded_ReturnsItsErrorAndNoDomain(t *testing.T) {
+	annotations, vmi := loadSample(t)
+	b := newTestBinding(t, annotations, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	out, err := b.OnDefineDomain(ctx, vmi, paddedDomain(64<<10))
+	require.Error(t, err)
+	assert.Nil(t, out)
+	assert.Equal(t, codes.Canceled, status.Code(err), "%v", err)
+}
+
+// Issue 15 case 2: PreCloudInitIso after its deadline returns the deadline, not a result nobody reads.
+func TestPreCloudInitIso_ContextEnded_ReturnsItsError(t *testing.T) {
+	annotations, vmi := loadSample(t)
+	b := newTestBinding(t, annotations, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 0)
+	defer cancel()
+	<-ctx.Done()
+	data, _, err := b.PreCloudInitIso(ctx, vmi, []byte(noCloudInput), nil)
+	require.Error(t, err)
+	assert.Nil(t, data)
+	assert.Equal(t, codes.DeadlineExceeded, status.Code(err), "%v", err)
+}
+
+// Issue 15 case 2: the log line never says ok for a call whose client's deadline passed, even when the
+// handler itself returned no error.
+func TestLogInterceptor_DeadlinePassedDuringCall_LogsNotOK(t *testing.T) {
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&logs, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	handler := func(context.Context, any) (any, error) {
+		cancel() // the client gives up while the handler works; the handler ignores it
+		return "result", nil
+	}
+	_, err := logInterceptor(logger)(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/v1alpha3.Callbacks/PreCloudInitIso"}, handler)
+	assert.Equal(t, codes.Canceled, status.Code(err), "the client got no result: %v", err)
+	line := logs.String()
+	assert.NotContains(t, line, `"outcome":"ok"`)
+	assert.True(t, strings.Contains(line, `"outcome":"canceled"`), line)
+}

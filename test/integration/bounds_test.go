@@ -1,0 +1,42 @@
+package integration
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/bench"
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/harness"
+)
+
+// peakRSSLimitKiB is the bound of issue 15 and README "Sizing": the sidecar's peak RSS under the
+// largest legal inputs.
+const peakRSSLimitKiB = 32 << 10
+
+// Issue 15 cases 1-3 against the built binary: 1 MiB of user networkData in every format (hostile
+// within the limits, and past them), 64 bound NICs, 256 KiB of annotations, and a domain that fills a
+// 4 MiB gRPC message keep the process's peak RSS under 32 MiB; legal inputs are merged, the others
+// rejected. (Before the fix a 454 KB v2 document alone took RSS to 103 MB.)
+func TestSidecar_LargestLegalInputs_PeakRSSUnder32MiB(t *testing.T) {
+	harness.RequireRoot(t)
+	harness.LockHooksRoot(t)
+	l := startBoundSidecar(t, "itest-largest")
+	ifaces := bench.Ifaces(bench.LargestNICs, bench.BaseNAD)
+	ann, err := bench.Annotations(ifaces, bench.LargestAnnotations)
+	require.NoError(t, err)
+	require.NoError(t, l.podInfo.Write(map[string]string{"app": "largest"}, ann))
+	netInfo, err := bench.NetworkInfoJSON(ifaces)
+	require.NoError(t, err)
+	require.NoError(t, l.deviceInfo.Write(netInfo))
+
+	socket := filepath.Join(filepath.Dir(l.cacheDir), "sriov-udn-binding.sock")
+	res, err := bench.MeasureLargest(socket, l.proc.Pid())
+	for _, in := range res.Inputs {
+		t.Logf("%-48s %8d bytes legal=%-5v accepted=%-5v %v peak %d KiB %.80s", in.Name, in.Bytes, in.Legal, in.Accepted, in.Duration, in.PeakAfterKiB, in.Error)
+	}
+	require.NoError(t, err)
+	t.Logf("peak RSS: %d KiB at ready, %d KiB before and %d KiB after OnDefineDomain (domain %d bytes)", res.ReadyPeakKiB, res.BeforeDomainKiB, res.PeakRSSKiB, res.DomainBytes)
+	assert.Less(t, res.PeakRSSKiB, int64(peakRSSLimitKiB))
+}
