@@ -41,6 +41,19 @@ const minimalUserData = "#cloud-config\n"
 // without a MAC it cannot be matched and Apply refuses, naming the interface, rather than leave the
 // guest's pod network down.
 func Apply(cloudInitData []byte, ifaces []model.BoundInterface, fallback ...model.BoundInterface) (newData []byte, noCloudSourceJSON []byte, err error) {
+	return ApplyWith(cloudInitData, ApplyOptions{}, ifaces, fallback...)
+}
+
+// ApplyOptions are what Apply does besides the network config.
+type ApplyOptions struct {
+	// WindowsNetworkScript adds, for a ConfigDrive datasource, the cloudbase-init PowerShell part that
+	// applies what network_data.json cannot carry to cloudbase-init (windows.go); the VMI opts in with
+	// WindowsNetworkScriptAnnotation.
+	WindowsNetworkScript bool
+}
+
+// ApplyWith is Apply with options.
+func ApplyWith(cloudInitData []byte, opts ApplyOptions, ifaces []model.BoundInterface, fallback ...model.BoundInterface) (newData []byte, noCloudSourceJSON []byte, err error) {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(cloudInitData, &obj); err != nil {
 		return nil, nil, fmt.Errorf("cloudInitData: not a JSON object: %w", err)
@@ -57,37 +70,21 @@ func Apply(cloudInitData []byte, ifaces []model.BoundInterface, fallback ...mode
 		return nil, nil, err
 	}
 	changed := false
-	if len(ifaces) > 0 {
-		// Our network config must reach the guest at every start, not only the first (userdata.go).
-		var user string
-		if !isEmptyJSONString(userData) {
-			if err := json.Unmarshal(userData, &user); err != nil {
-				return nil, nil, fmt.Errorf("cloudInitData: field %s: %w", userKey, err)
-			}
-		}
-		if wrapped := WithNetworkEveryBoot(user); wrapped != user {
-			var buf bytes.Buffer
-			if err := writeJSONString(&buf, wrapped); err != nil { // no HTML escaping of the user's text
-				return nil, nil, fmt.Errorf("cloudInitData: encoding %s: %w", userKey, err)
-			}
-			userData = buf.Bytes()
-			obj[userKey], changed = userData, true
-		}
-	} else if isEmptyJSONString(userData) {
+	if len(ifaces) == 0 && isEmptyJSONString(userData) {
 		if userData, err = json.Marshal(minimalUserData); err != nil {
 			return nil, nil, fmt.Errorf("cloudInitData: encoding %s: %w", userKey, err)
 		}
 		obj[userKey], changed = userData, true
 	}
 	if len(ifaces) > 0 {
-		var user string
+		var userNetwork string
 		if !isEmptyJSONString(networkData) {
-			_ = json.Unmarshal(networkData, &user) // a non-string is reported by mergeNetworkData
+			_ = json.Unmarshal(networkData, &userNetwork) // a non-string is reported by mergeNetworkData
 		}
-		if ifaces, err = WithFallback(ifaces, user, fallback...); err != nil {
+		if ifaces, err = WithFallback(ifaces, userNetwork, fallback...); err != nil {
 			return nil, nil, err
 		}
-		merged, err := mergeNetworkData(obj, networkData, ifaces)
+		dataSource, merged, err := mergeNetworkData(obj, networkData, ifaces)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -95,6 +92,28 @@ func Apply(cloudInitData []byte, ifaces []model.BoundInterface, fallback ...mode
 			return nil, nil, fmt.Errorf("cloudInitData: encoding %s: %w", networkKey, err)
 		}
 		obj[networkKey], changed = networkData, true
+
+		// Our network config must reach the guest at every start, not only the first (userdata.go).
+		var script string
+		if opts.WindowsNetworkScript && dataSource == dataSourceConfigDrive {
+			if script, err = WindowsNetworkScript([]byte(userNetwork), ifaces); err != nil {
+				return nil, nil, fmt.Errorf("cloudInitData: Windows network script: %w", err)
+			}
+		}
+		var user string
+		if !isEmptyJSONString(userData) {
+			if err := json.Unmarshal(userData, &user); err != nil {
+				return nil, nil, fmt.Errorf("cloudInitData: field %s: %w", userKey, err)
+			}
+		}
+		if composed := composeUserData(user, script); composed != user {
+			var buf bytes.Buffer
+			if err := writeJSONString(&buf, composed); err != nil { // no HTML escaping of the user's text
+				return nil, nil, fmt.Errorf("cloudInitData: encoding %s: %w", userKey, err)
+			}
+			userData = buf.Bytes()
+			obj[userKey] = userData
+		}
 	}
 
 	newData = cloudInitData
@@ -115,19 +134,19 @@ func Apply(cloudInitData []byte, ifaces []model.BoundInterface, fallback ...mode
 	return newData, noCloudSourceJSON, nil
 }
 
-// mergeNetworkData merges ours into the NetworkData of the CloudInitData's DataSource.
-func mergeNetworkData(obj map[string]json.RawMessage, networkData json.RawMessage, ifaces []model.BoundInterface) ([]byte, error) {
+// mergeNetworkData merges ours into the NetworkData of the CloudInitData's DataSource, which it returns too.
+func mergeNetworkData(obj map[string]json.RawMessage, networkData json.RawMessage, ifaces []model.BoundInterface) (string, []byte, error) {
 	var user, dataSource string
 	if networkData != nil {
 		if err := json.Unmarshal(networkData, &user); err != nil {
-			return nil, fmt.Errorf("cloudInitData: field NetworkData: %w", err)
+			return "", nil, fmt.Errorf("cloudInitData: field NetworkData: %w", err)
 		}
 	}
 	if _, raw, err := stringField(obj, fieldDataSource); err != nil {
-		return nil, err
+		return "", nil, err
 	} else if raw != nil {
 		if err := json.Unmarshal(raw, &dataSource); err != nil {
-			return nil, fmt.Errorf("cloudInitData: field DataSource: %w", err)
+			return "", nil, fmt.Errorf("cloudInitData: field DataSource: %w", err)
 		}
 	}
 	var merged []byte
@@ -138,12 +157,12 @@ func mergeNetworkData(obj map[string]json.RawMessage, networkData json.RawMessag
 	case dataSourceConfigDrive:
 		merged, err = MergeNetworkDataJSON([]byte(user), ifaces)
 	default:
-		return nil, fmt.Errorf("cloudInitData: DataSource %q is neither %q nor %q", dataSource, dataSourceNoCloud, dataSourceConfigDrive)
+		return "", nil, fmt.Errorf("cloudInitData: DataSource %q is neither %q nor %q", dataSource, dataSourceNoCloud, dataSourceConfigDrive)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cloudInitData (DataSource %s): %w", dataSource, err)
+		return "", nil, fmt.Errorf("cloudInitData (DataSource %s): %w", dataSource, err)
 	}
-	return merged, nil
+	return dataSource, merged, nil
 }
 
 // encodeObject writes a JSON object with sorted keys from values that are JSON already (validated by

@@ -31,49 +31,61 @@ const networkEveryBootFile = "sriov-udn-binding-network-every-boot.cfg"
 const networkEveryBootMerge = "dict(no_replace,recurse_dict)+list()+str()"
 
 // WithNetworkEveryBoot returns user data that makes cloud-init apply the network config at every boot, and
-// otherwise does what userData did:
-//   - none (empty or blank): our cloud-config alone;
-//   - a MIME message (what cloud-init reads as one: "mime-version:" in its first 4096 bytes,
-//     user_data.py convert_string): nested unchanged as the first part of a multipart/mixed message,
-//     ours after it;
-//   - anything else (cloud-config, a script, #include, a boothook, a jinja template, an archive): the
-//     first part, as "text/x-not-multipart" (7bit when plain ASCII, else base64, so no byte changes):
-//     cloud-init then picks its handler from its first line exactly as it does for a whole user data
-//     (user_data.py _process_msg, TYPE_NEEDED).
-//
-// User data that already carries our part is returned unchanged.
+// otherwise does what userData did (composeUserData, with no Windows script).
 func WithNetworkEveryBoot(userData string) string {
-	if strings.TrimSpace(userData) == "" {
+	return composeUserData(userData, "")
+}
+
+// composeUserData returns userData with our cloud-config part (networkEveryBootConfig) and, when
+// windowsScript is not empty, the cloudbase-init PowerShell part (windows.go), as a MIME multipart that
+// both cloud-init and cloudbase-init read part by part:
+//   - user data that is empty or blank, with no script: our cloud-config alone, no MIME;
+//   - a MIME message (what cloud-init reads as one: "mime-version:" in its first 4096 bytes,
+//     user_data.py convert_string): nested unchanged, before ours;
+//   - anything else: one part, byte for byte (7bit when plain ASCII, else base64), whose Content-Type
+//     (and, for a script, file name) is what its first line means: cloud-init's own table
+//     (handlers/__init__.py INCLUSION_TYPES_MAP), so cloud-init picks the handler it picks for a whole
+//     user data (user_data.py _process_msg), and cloudbase-init's script headers, whose interpreter it
+//     picks by the part's file extension (userdataplugins/shellscript.py, fileexecutils.py);
+//   - user data that has no faithful form as a part (cloudbase-init's #ps1_x86, EC2 <powershell> tags,
+//     a PEM certificate it reads from the raw user data): returned unchanged, with neither part of ours.
+//
+// The script part comes first (cloudbase-init stops walking the parts after one that asks for a reboot),
+// our cloud-config last. The message starts with "Content-Type: multipart", the exact prefix
+// cloudbase-init tests (plugins/common/userdata.py). User data that already carries our part is returned
+// unchanged.
+func composeUserData(userData, windowsScript string) string {
+	blank := strings.TrimSpace(userData) == ""
+	if blank && windowsScript == "" {
 		return networkEveryBootConfig
 	}
 	if strings.Contains(userData, networkEveryBootFile) {
 		return userData
 	}
-	boundary := mimeBoundary(userData)
+	var user userPart
+	if !blank {
+		var ok bool
+		if user, ok = userPartOf(userData); !ok {
+			return userData
+		}
+	}
+	boundary := mimeBoundary(userData + windowsScript)
 	var b strings.Builder
-	b.Grow(len(userData)*4/3 + 1024)
+	b.Grow(len(userData)*4/3 + len(windowsScript) + 1024)
 	b.WriteString("Content-Type: multipart/mixed; boundary=\"" + boundary + "\"\n")
 	b.WriteString("MIME-Version: 1.0\n\n")
-	b.WriteString("--" + boundary + "\n")
-	if isMIME(userData) {
-		// The line break before the next boundary belongs to the boundary (RFC 2046 5.1.1).
-		b.WriteString(userData)
-		b.WriteByte('\n')
-	} else {
-		b.WriteString("Content-Type: text/x-not-multipart; charset=\"utf-8\"\n")
-		if plainASCII(userData) {
-			// Readable as it was. The line break before the next boundary belongs to the boundary
-			// (RFC 2046 5.1.1), so the part's body is userData exactly.
-			b.WriteString("Content-Transfer-Encoding: 7bit\n")
-			b.WriteString("Content-Disposition: attachment; filename=\"user-data\"\n\n")
+	if windowsScript != "" {
+		b.WriteString("--" + boundary + "\n")
+		writeTextPart(&b, "text/x-shellscript", WindowsNetworkScriptFilename, windowsScript)
+	}
+	if !blank {
+		b.WriteString("--" + boundary + "\n")
+		if user.nested {
+			// The line break before the next boundary belongs to the boundary (RFC 2046 5.1.1).
 			b.WriteString(userData)
 			b.WriteByte('\n')
 		} else {
-			// Python's email package decodes a non-ASCII 7bit/8bit payload with raw-unicode-escape
-			// (email/message.py get_payload), which cloud-init would then read as mojibake.
-			b.WriteString("Content-Transfer-Encoding: base64\n")
-			b.WriteString("Content-Disposition: attachment; filename=\"user-data\"\n\n")
-			writeBase64Lines(&b, []byte(userData))
+			writeTextPart(&b, user.contentType, user.filename, userData)
 		}
 	}
 	b.WriteString("--" + boundary + "\n")
@@ -84,6 +96,78 @@ func WithNetworkEveryBoot(userData string) string {
 	b.WriteString(networkEveryBootConfig)
 	b.WriteString("\n--" + boundary + "--\n")
 	return b.String()
+}
+
+// writeTextPart writes one part's headers and body, the body byte for byte.
+func writeTextPart(b *strings.Builder, contentType, filename, body string) {
+	b.WriteString("Content-Type: " + contentType + "; charset=\"utf-8\"\n")
+	if plainASCII(body) {
+		// Readable as it was. The line break before the next boundary belongs to the boundary
+		// (RFC 2046 5.1.1), so the part's body is exactly body.
+		b.WriteString("Content-Transfer-Encoding: 7bit\n")
+		b.WriteString("Content-Disposition: attachment; filename=\"" + filename + "\"\n\n")
+		b.WriteString(body)
+		b.WriteByte('\n')
+		return
+	}
+	// Python's email package decodes a non-ASCII 7bit/8bit payload with raw-unicode-escape
+	// (email/message.py get_payload), which cloud-init would then read as mojibake.
+	b.WriteString("Content-Transfer-Encoding: base64\n")
+	b.WriteString("Content-Disposition: attachment; filename=\"" + filename + "\"\n\n")
+	writeBase64Lines(b, []byte(body))
+}
+
+// userPart says how the user's data travels as a part.
+type userPart struct {
+	nested      bool // a MIME message of its own, nested as it is
+	contentType string
+	filename    string
+}
+
+// userPartPrefixes map a user data's first characters (compared as cloud-init does: case-insensitive,
+// leading white space skipped) to its part, longest first. cloud-init's INCLUSION_TYPES_MAP, plus
+// cloudbase-init's script headers (its "#!" default is a shell script: ".sh").
+var userPartPrefixes = []struct{ prefix, contentType, filename string }{
+	{"#cloud-config-archive", "text/cloud-config-archive", "user-data"},
+	{"#!/usr/bin/env python", "text/x-shellscript", "user-data.py"},
+	{"#cloud-config-jsonp", "text/cloud-config-jsonp", "user-data"},
+	{"## template: jinja", "text/jinja2", "user-data"},
+	{"#cloud-boothook", "text/cloud-boothook", "user-data"},
+	{"#ps1_sysnative", "text/x-shellscript", "user-data.ps1"},
+	{"#include-once", "text/x-include-once-url", "user-data"},
+	{"#cloud-config", "text/cloud-config", "user-data"},
+	{"#part-handler", "text/part-handler", "user-data"},
+	{"#include", "text/x-include-url", "user-data"},
+	{"rem cmd", "text/x-shellscript", "user-data.cmd"},
+	{"#ps1", "text/x-shellscript", "user-data.ps1"},
+	{"#!", "text/x-shellscript", "user-data.sh"},
+}
+
+// userPartOf says how userData travels as a part; ok is false when it has no faithful form.
+func userPartOf(userData string) (userPart, bool) {
+	if isMIME(userData) {
+		return userPart{nested: true}, true
+	}
+	head := strings.ToLower(strings.TrimLeft(firstBytes(userData, 64), " \t\r\n"))
+	for _, unfaithful := range []string{"#ps1_x86", "<powershell>", "<script>", "-----begin certificate-----"} {
+		if strings.HasPrefix(head, unfaithful) {
+			return userPart{}, false
+		}
+	}
+	for _, p := range userPartPrefixes {
+		if strings.HasPrefix(head, p.prefix) {
+			return userPart{contentType: p.contentType, filename: p.filename}, true
+		}
+	}
+	// What neither reads: cloud-init treats it as text/plain and ignores it, as it does a whole user data.
+	return userPart{contentType: "text/x-not-multipart", filename: "user-data"}, true
+}
+
+func firstBytes(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
 }
 
 // plainASCII reports whether s can travel as a 7bit MIME part unchanged: ASCII, no carriage returns

@@ -188,3 +188,58 @@ func TestWithNetworkEveryBoot_CloudInitSeesTheUsersPartsAndOurUpdates(t *testing
 		})
 	}
 }
+
+func TestComposeUserData_PartsCloudbaseInitRunsToo(t *testing.T) {
+	script := "#ps1_sysnative\nWrite-Host 'x'\n"
+	tests := []struct {
+		name, in, script string
+		wantType         []string // Content-Type of each part, in order ("" = unchanged, no MIME)
+		wantFile         []string
+	}{
+		{"PowerShell user data: a .ps1 script part", "#ps1_sysnative\nNew-Item C:\\x\n", "",
+			[]string{"text/x-shellscript", "text/cloud-config"}, []string{"user-data.ps1", networkEveryBootFile}},
+		{"cmd user data", "rem cmd\r\necho x\r\n", "", []string{"text/x-shellscript", "text/cloud-config"}, []string{"user-data.cmd", networkEveryBootFile}},
+		{"shell script", "#!/bin/sh\necho x\n", "", []string{"text/x-shellscript", "text/cloud-config"}, []string{"user-data.sh", networkEveryBootFile}},
+		{"cloud-config", "#cloud-config\n{}\n", "", []string{"text/cloud-config", "text/cloud-config"}, []string{"user-data", networkEveryBootFile}},
+		{"the Windows script comes first", "#cloud-config\n{}\n", script,
+			[]string{"text/x-shellscript", "text/cloud-config", "text/cloud-config"}, []string{WindowsNetworkScriptFilename, "user-data", networkEveryBootFile}},
+		{"no user data, a script", "", script, []string{"text/x-shellscript", "text/cloud-config"}, []string{WindowsNetworkScriptFilename, networkEveryBootFile}},
+		{"#ps1_x86 has no faithful part: unchanged", "#ps1_x86\nWrite-Host x\n", script, nil, nil},
+		{"EC2 <powershell> tags: unchanged", "<powershell>\nWrite-Host x\n</powershell>\n", script, nil, nil},
+		{"a PEM certificate: unchanged", "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n", script, nil, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out := composeUserData(tc.in, tc.script)
+			if tc.wantType == nil {
+				assert.Equal(t, tc.in, out)
+				return
+			}
+			require.True(t, strings.HasPrefix(out, "Content-Type: multipart"), "cloudbase-init tests exactly this prefix")
+			msg, err := mail.ReadMessage(strings.NewReader(out))
+			require.NoError(t, err)
+			_, params, err := mime.ParseMediaType(msg.Header.Get("Content-Type"))
+			require.NoError(t, err)
+			mr := multipart.NewReader(msg.Body, params["boundary"])
+			var types, files []string
+			for {
+				p, err := mr.NextRawPart()
+				if err == io.EOF {
+					break
+				}
+				require.NoError(t, err)
+				mt, _, err := mime.ParseMediaType(p.Header.Get("Content-Type"))
+				require.NoError(t, err)
+				types = append(types, mt)
+				files = append(files, p.FileName())
+				body, err := io.ReadAll(p)
+				require.NoError(t, err)
+				if p.FileName() == WindowsNetworkScriptFilename {
+					assert.Equal(t, tc.script, string(body))
+				}
+			}
+			assert.Equal(t, tc.wantType, types)
+			assert.Equal(t, tc.wantFile, files)
+		})
+	}
+}

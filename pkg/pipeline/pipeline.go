@@ -181,7 +181,11 @@ func CloudInit(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, op
 		}
 		fallback = append(fallback, nic.Interface)
 	}
-	data, source, err = cloudinit.Apply(cloudInitData, ifaces, fallback...)
+	windowsScript, err := cloudinit.WindowsNetworkScriptRequested(vmi.Annotations)
+	if err != nil {
+		return nil, nil, nil, fail(PreCloudInitIso, InvalidInput, fmt.Errorf("VMI metadata.annotations: %w", err))
+	}
+	data, source, err = cloudinit.ApplyWith(cloudInitData, cloudinit.ApplyOptions{WindowsNetworkScript: windowsScript}, ifaces, fallback...)
 	if err != nil {
 		return nil, nil, nil, fail(PreCloudInitIso, InvalidInput, err)
 	}

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/cloudinit"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/domain"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
@@ -172,4 +174,49 @@ func TestVolumeCloudInitData(t *testing.T) {
 func TestSortWarnings_OrdersAndDropsDuplicates(t *testing.T) {
 	ws := SortWarnings([]Warning{{Code: "b"}, {Code: "a", Interface: "y"}, {Code: "a", Interface: "x"}, {Code: "b"}})
 	assert.Equal(t, []Warning{{Code: "a", Interface: "x"}, {Code: "a", Interface: "y"}, {Code: "b"}}, ws)
+}
+
+func TestCloudInit_WindowsNetworkScript_OnlyWhenTheVMIOptsInOnAConfigDrive(t *testing.T) {
+	spec := fmt.Sprintf(boundSpec, `,"volumes":[{"name":"c","cloudInitConfigDrive":{}}]`)
+	// A route that network_data.json cannot carry to cloudbase-init: the script adds it.
+	ns := `[{"name":"ns/nad1","interface":"` + model.HashedPodInterfaceName("vf1") + `","ips":["10.0.0.5"],"mac":"02:00:00:00:01:01"}]`
+	pn := `{"ns/nad1":{"ip_addresses":["10.0.0.5/24"],"mac_address":"02:00:00:00:01:01","routes":[{"dest":"10.9.0.0/16","nextHop":"10.0.0.1"}],"role":"secondary"}}`
+	snap := downwardapi.SnapshotFromMaps(nil, map[string]string{downwardapi.NetworkStatusAnnotation: ns, downwardapi.PodNetworksAnnotation: pn})
+	for _, tc := range []struct {
+		name, annotation, dataSource string
+		want                         bool
+		wantErr                      string
+	}{
+		{"opted in, config drive", "true", "configDrive", true, ""},
+		{"not opted in", "", "configDrive", false, ""},
+		{"opted out", "false", "configDrive", false, ""},
+		{"opted in, NoCloud: cloudbase-init reads only the config drive", "true", "noCloud", false, ""},
+		{"a bad value names the annotation", "yes please", "configDrive", false, cloudinit.WindowsNetworkScriptAnnotation},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var doc map[string]any
+			require.NoError(t, json.Unmarshal([]byte(`{"metadata":{"name":"w","namespace":"ns"},"spec":`+spec+`}`), &doc))
+			if tc.annotation != "" {
+				doc["metadata"].(map[string]any)["annotations"] = map[string]any{cloudinit.WindowsNetworkScriptAnnotation: tc.annotation}
+			}
+			raw, err := json.Marshal(doc)
+			require.NoError(t, err)
+			vmi, err := model.DecodeVMI(raw)
+			require.NoError(t, err)
+			data := []byte(`{"DataSource":"` + tc.dataSource + `","UserData":"#cloud-config\n"}`)
+			out, _, _, err := CloudInit(vmi, snap, opts, data, nil)
+			if tc.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			var got struct{ UserData string }
+			require.NoError(t, json.Unmarshal(out, &got))
+			assert.Equal(t, tc.want, strings.Contains(got.UserData, cloudinit.WindowsNetworkScriptFilename), "user data:\n%s", got.UserData)
+			if tc.want {
+				assert.Contains(t, got.UserData, "10.9.0.0/16")
+			}
+		})
+	}
 }
