@@ -50,10 +50,13 @@ files() {
 poweroff
 `
 
-// reportUnit runs reportScript once cloud-init's final stage (runcmd, user scripts) is done.
+// reportUnit runs reportScript once cloud-init's final stage (runcmd, user scripts) is done. Debian's
+// cloud-final.service is ordered After=multi-user.target, so this unit must be too: otherwise
+// multi-user.target's implicit After= on the units it wants closes an ordering cycle, which systemd
+// breaks by dropping a job.
 const reportUnit = `[Unit]
 Description=sriov-udn-binding guest test report
-After=cloud-final.service
+After=cloud-final.service multi-user.target
 Wants=cloud-final.service
 
 [Service]
