@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -217,6 +218,36 @@ func TestCloudInit_WindowsNetworkScript_OnlyWhenTheVMIOptsInOnAConfigDrive(t *te
 			if tc.want {
 				assert.Contains(t, got.UserData, "10.9.0.0/16")
 			}
+		})
+	}
+}
+
+func TestDomain_PodNICWithoutMAC_FilledFromThePod_OrWarnedAboutWhenTheDomainDisagrees(t *testing.T) {
+	vmi := vmiOf(t, `{"domain":{"devices":{"interfaces":[{"name":"default","masquerade":{}},{"name":"vf1","macAddress":"02:00:00:00:01:01","binding":{"name":"sriov-udn"}}]}},
+		"networks":[{"name":"default","pod":{}},{"name":"vf1","multus":{"networkName":"nad1"}}],"volumes":[{"name":"c","cloudInitNoCloud":{}}]}`)
+	ns := `[{"name":"ovn-kubernetes","interface":"eth0","mac":"0a:58:0a:f4:01:0c","default":true},` +
+		`{"name":"ns/nad1","interface":"` + model.HashedPodInterfaceName("vf1") + `","ips":["10.0.0.5"],"mac":"02:00:00:00:01:01",` +
+		`"device-info":{"type":"pci","version":"1.1.0","pci":{"pci-address":"0000:65:00.2"}}}]`
+	snap := downwardapi.SnapshotFromMaps(nil, map[string]string{downwardapi.NetworkStatusAnnotation: ns})
+	const podIface = `<interface type="ethernet"><alias name="ua-default"/>%s</interface>`
+	for _, tc := range []struct {
+		name, mac, wantMAC string
+		warn               bool
+	}{
+		{"no MAC in the domain: the pod interface's", "", "0a:58:0a:f4:01:0c", false},
+		{"the same MAC: nothing to do", `<mac address="0a:58:0a:f4:01:0c"/>`, "0a:58:0a:f4:01:0c", false},
+		{"another MAC: kept, and a warning", `<mac address="02:00:00:00:00:99"/>`, "02:00:00:00:00:99", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			xml := []byte(`<domain><devices>` + fmt.Sprintf(podIface, tc.mac) + `</devices></domain>`)
+			out, ws, err := domainOf(t, vmi, snap, xml)
+			require.NoError(t, err)
+			assert.Contains(t, string(out), tc.wantMAC)
+			var codes []string
+			for _, w := range ws {
+				codes = append(codes, w.Code)
+			}
+			assert.Equal(t, tc.warn, slices.Contains(codes, WarnPodMACMismatch), "warnings: %v", ws)
 		})
 	}
 }
