@@ -243,3 +243,47 @@ func TestComposeUserData_PartsCloudbaseInitRunsToo(t *testing.T) {
 		})
 	}
 }
+
+// Whatever the user data, it survives composition byte for byte, as the first part (or untouched).
+func FuzzComposeUserData(f *testing.F) {
+	for _, seed := range []string{"", "#cloud-config\n{}\n", "#!/bin/sh\necho x", "#include\nhttp://x\n", "#ps1_x86\nx", "größe", "a\r\nb",
+		"Content-Type: multipart/mixed; boundary=B\nMIME-Version: 1.0\n\n--B\n\n#cloud-config\n--B--\n"} {
+		f.Add(seed, "")
+		f.Add(seed, "#ps1_sysnative\nexit 0\n")
+	}
+	f.Fuzz(func(t *testing.T, user, script string) {
+		out := composeUserData(user, script)
+		blank := strings.TrimSpace(user) == ""
+		switch {
+		case blank && script == "":
+			require.Equal(t, networkEveryBootConfig, out)
+			return
+		case out == user:
+			return // no faithful form, or ours already there
+		}
+		require.True(t, strings.HasPrefix(out, "Content-Type: multipart/mixed"))
+		if blank || isMIME(user) {
+			return
+		}
+		msg, err := mail.ReadMessage(strings.NewReader(out))
+		require.NoError(t, err)
+		_, params, err := mime.ParseMediaType(msg.Header.Get("Content-Type"))
+		require.NoError(t, err)
+		mr := multipart.NewReader(msg.Body, params["boundary"])
+		for {
+			p, err := mr.NextRawPart()
+			require.NoError(t, err, "the user's part is there")
+			if p.FileName() == WindowsNetworkScriptFilename {
+				continue
+			}
+			body, err := io.ReadAll(p)
+			require.NoError(t, err)
+			if p.Header.Get("Content-Transfer-Encoding") == "base64" {
+				body, err = decodeBase64Lines(string(body))
+				require.NoError(t, err)
+			}
+			require.Equal(t, user, string(body))
+			return
+		}
+	})
+}

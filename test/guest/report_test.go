@@ -118,3 +118,16 @@ func TestParseReport_RealGuestReport(t *testing.T) {
 	_, _, ok = r.NetworkdUnitFor(secondaryMAC)
 	assert.True(t, ok, "netplan's networkd unit for the bound NIC is found by MAC")
 }
+
+func TestParseReport_UserWorkAndInstanceID(t *testing.T) {
+	sections := map[string]string{}
+	for k, v := range validSections {
+		sections[k] = v
+	}
+	sections["userwork"] = "# " + userWorkDir + "/runcmd.log\nran\nran\n\n# " + userWorkDir + "/script.log\nran\n"
+	sections["instance"] = "iid-123\n"
+	r, err := ParseReport(syntheticReport(sections, append(allSections, "userwork", "instance")...))
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int{"runcmd": 2, "script": 1}, r.UserWork)
+	assert.Equal(t, "iid-123", r.InstanceID)
+}
