@@ -106,7 +106,7 @@ func ApplyWith(cloudInitData []byte, opts ApplyOptions, ifaces []model.BoundInte
 				return nil, nil, fmt.Errorf("cloudInitData: field %s: %w", userKey, err)
 			}
 		}
-		if composed := composeUserData(user, script); composed != user {
+		if composed := composeUserData(user, dataSource, script); composed != user {
 			var buf bytes.Buffer
 			if err := writeJSONString(&buf, composed); err != nil { // no HTML escaping of the user's text
 				return nil, nil, fmt.Errorf("cloudInitData: encoding %s: %w", userKey, err)

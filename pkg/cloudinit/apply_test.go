@@ -41,7 +41,7 @@ func TestApply_NoCloud_RendersV1_KeepsMetadata_FillsEmptyUserData(t *testing.T) 
 	require.NoError(t, err)
 	assert.Equal(t, string(want), got.NetworkData)
 	// KubeVirt's IsValidCloudInitData needs a UserData; ours makes every boot apply the network config.
-	assert.Equal(t, networkEveryBootConfig, got.UserData)
+	assert.Equal(t, networkEveryBootNoCloud, got.UserData)
 	assert.True(t, strings.HasPrefix(got.UserData, "#cloud-config\n"))
 	assert.Equal(t, "noCloud", got.DataSource)
 	assert.JSONEq(t, `{"instance-id":"6b1a-uuid","local-hostname":"vm1","public-keys":{"k":"ssh-ed25519 AAAA"}}`, string(got.NoCloudMetaData))
@@ -50,7 +50,7 @@ func TestApply_NoCloud_RendersV1_KeepsMetadata_FillsEmptyUserData(t *testing.T) 
 
 	var src map[string]string
 	require.NoError(t, json.Unmarshal(legacy, &src))
-	assert.Equal(t, map[string]string{"userData": networkEveryBootConfig, "networkData": string(want)}, src)
+	assert.Equal(t, map[string]string{"userData": networkEveryBootNoCloud, "networkData": string(want)}, src)
 }
 
 func TestApply_ConfigDrive_RendersNetworkDataJSON_KeepsUserDataAndDevices(t *testing.T) {
@@ -63,7 +63,7 @@ func TestApply_ConfigDrive_RendersNetworkDataJSON_KeepsUserDataAndDevices(t *tes
 	assert.Equal(t, string(want), got.NetworkData)
 	user, ours := splitUserData(t, got.UserData)
 	assert.Equal(t, "#!/bin/sh\necho hi <&> \n", user, "the user's script travels unchanged as the first part")
-	assert.Equal(t, networkEveryBootConfig, ours)
+	assert.Equal(t, networkEveryBootConfigDrive, ours)
 	assertUnchangedExcept(t, configDriveInput, string(out), "NetworkData", "UserData")
 	assert.Contains(t, string(out), `<&>`, "no HTML escaping of the user's data")
 	assert.JSONEq(t, `{"userData":`+mustJSON(t, got.UserData)+`,"networkData":`+mustJSON(t, string(want))+`}`, string(legacy))

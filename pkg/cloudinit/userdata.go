@@ -9,35 +9,75 @@ import (
 
 // Why the sidecar touches user data at all: KubeVirt keeps the guest's instance-id across VM restarts
 // (NoCloud: the firmware UUID; ConfigDrive: "<name>.<namespace>", pkg/cloud-init/cloud-init.go), and
-// cloud-init applies a datasource's network config only for a new instance unless the "updates" setting
-// adds the boot event (stages.py apply_network_config, sources/__init__.py default_update_events). A VM
-// restarted onto a new pod, whose VF has new addresses, would keep the first boot's rendered config.
-// NoCloud and ConfigDrive both support the boot event (DataSource.supported_update_events), so one
-// cloud-config key makes every start apply that start's network config. Per-instance modules (users, SSH
-// host keys, runcmd) still run once: the instance-id does not change.
+// cloud-init applies a datasource's network config only for a new instance unless told otherwise
+// (stages.py apply_network_config, sources/__init__.py default_update_events). A VM restarted onto a new
+// pod, whose VF has new addresses, would keep the first boot's rendered config. Per-instance modules
+// (users, SSH host keys, runcmd) must still run once, so the instance-id stays.
+//
+// NoCloud: the documented way, the "updates" key with the boot event, which NoCloud supports
+// (DataSource.supported_update_events). On a restart cloud-init reads it in its local stage from the
+// previous boot's /var/lib/cloud/instance/cloud-config.txt (helpers.py ConfigMerger).
+//
+// ConfigDrive: the boot event crashes cloud-init 22.4.2, our floor: update_metadata_if_supported sets the
+// datasource's _network_config to the UNSET sentinel string, and DataSourceConfigDrive.network_config
+// returns it because it tests only for None; apply_network_config then fails on every boot after the
+// first ("'str' object has no attribute 'get'", the bug canonical/cloud-init#1537 fixed for LXD and
+// #7067 reports for UpCloud). So on ConfigDrive a systemd drop-in makes cloud-init's local stage see no
+// previous instance-id (/var/lib/cloud/data/instance-id, stages.py previous_iid): the network config is
+// applied as for a new instance, while per-instance modules stay done (their semaphores live under
+// /var/lib/cloud/instances/<instance-id>/sem, which stays), and the file is written again in the same stage.
 
-// networkEveryBootConfig is the cloud-config we add. On a restart, cloud-init reads it in its local stage
-// from the previous boot's /var/lib/cloud/instance/cloud-config.txt (helpers.py ConfigMerger).
-const networkEveryBootConfig = "#cloud-config\n" +
-	"# sriov-udn-binding: apply the datasource's network config at every boot, so a restarted VM gets its new pod's addresses\n" +
-	"updates:\n  network:\n    when: [boot-new-instance, boot]\n"
-
-// networkEveryBootFile names our MIME part; its presence also makes WithNetworkEveryBoot idempotent.
+// networkEveryBootFile names our part; its presence makes composeUserData idempotent.
 const networkEveryBootFile = "sriov-udn-binding-network-every-boot.cfg"
 
-// networkEveryBootMerge makes our part fill in only what the user's cloud-config left unset
-// (mergers/m_dict.py: no_replace keeps an existing key, and dicts are merged recursively): a user's own
-// "updates" setting wins, whatever merge types the user's parts declare.
-const networkEveryBootMerge = "dict(no_replace,recurse_dict)+list()+str()"
+// networkEveryBootNoCloud is the cloud-config we add for NoCloud.
+const networkEveryBootNoCloud = "#cloud-config\n" +
+	"# " + networkEveryBootFile + ": apply the datasource's network config at every boot, so a restarted VM gets its new pod's addresses\n" +
+	"updates:\n  network:\n    when: [boot-new-instance, boot]\n"
 
-// WithNetworkEveryBoot returns user data that makes cloud-init apply the network config at every boot, and
-// otherwise does what userData did (composeUserData, with no Windows script).
-func WithNetworkEveryBoot(userData string) string {
-	return composeUserData(userData, "")
+// networkEveryBootNoCloudMerge makes our part fill in only what the user's cloud-config left unset
+// (mergers/m_dict.py: no_replace keeps an existing key, dicts merge recursively, lists are kept): a user's
+// own "updates" setting wins, whatever merge types the user's parts declare.
+const networkEveryBootNoCloudMerge = "dict(no_replace,recurse_dict)+list()+str()"
+
+// configDriveDropInPath is where write_files puts it.
+const configDriveDropInPath = "/etc/systemd/system/cloud-init-local.service.d/50-sriov-udn-binding.conf"
+
+// networkEveryBootConfigDrive is the cloud-config we add for ConfigDrive (write_files runs once, at the
+// first boot, in the init stage: the drop-in acts from the second boot on).
+const networkEveryBootConfigDrive = "#cloud-config\n" +
+	"# " + networkEveryBootFile + ": apply the config drive's network config at every boot, so a restarted VM gets its new pod's addresses\n" +
+	"write_files:\n" +
+	"- path: " + configDriveDropInPath + "\n" +
+	"  permissions: '0644'\n" +
+	"  content: |\n" +
+	"    # " + networkEveryBootFile + ": cloud-init applies the config drive's network config at every boot\n" +
+	"    # (its boot event crashes ConfigDrive on cloud-init 22.4.2): the local stage sees no previous instance-id.\n" +
+	"    [Service]\n" +
+	"    ExecStartPre=-/bin/rm -f /var/lib/cloud/data/instance-id\n"
+
+// networkEveryBootConfigDriveMerge appends our write_files entry to the user's (m_list append, reached
+// through recurse_list) and replaces nothing of theirs.
+const networkEveryBootConfigDriveMerge = "dict(no_replace,recurse_list)+list(append)+str()"
+
+// everyBootPart returns our part's cloud-config and Merge-Type for a datasource.
+func everyBootPart(dataSource string) (config, mergeType string) {
+	if dataSource == dataSourceConfigDrive {
+		return networkEveryBootConfigDrive, networkEveryBootConfigDriveMerge
+	}
+	return networkEveryBootNoCloud, networkEveryBootNoCloudMerge
 }
 
-// composeUserData returns userData with our cloud-config part (networkEveryBootConfig) and, when
-// windowsScript is not empty, the cloudbase-init PowerShell part (windows.go), as a MIME multipart that
+// WithNetworkEveryBoot returns user data that makes cloud-init apply the network config of the datasource
+// ("noCloud" or "configDrive") at every boot, and otherwise does what userData did (composeUserData, with
+// no Windows script).
+func WithNetworkEveryBoot(userData, dataSource string) string {
+	return composeUserData(userData, dataSource, "")
+}
+
+// composeUserData returns userData with our cloud-config part (everyBootPart) or, when windowsScript is
+// not empty (a Windows guest: cloudbase-init applies network_data.json on its own terms), the
+// cloudbase-init PowerShell part (windows.go) instead, as a MIME multipart that
 // both cloud-init and cloudbase-init read part by part:
 //   - user data that is empty or blank, with no script: our cloud-config alone, no MIME;
 //   - a MIME message (what cloud-init reads as one: "mime-version:" in its first 4096 bytes,
@@ -54,12 +94,13 @@ func WithNetworkEveryBoot(userData string) string {
 // our cloud-config last. The message starts with "Content-Type: multipart", the exact prefix
 // cloudbase-init tests (plugins/common/userdata.py). User data that already carries our part is returned
 // unchanged.
-func composeUserData(userData, windowsScript string) string {
+func composeUserData(userData, dataSource, windowsScript string) string {
+	ours, mergeType := everyBootPart(dataSource)
 	blank := strings.TrimSpace(userData) == ""
 	if blank && windowsScript == "" {
-		return networkEveryBootConfig
+		return ours
 	}
-	if strings.Contains(userData, networkEveryBootFile) {
+	if strings.Contains(userData, networkEveryBootFile) || strings.Contains(userData, WindowsNetworkScriptFilename) {
 		return userData
 	}
 	var user userPart
@@ -88,13 +129,16 @@ func composeUserData(userData, windowsScript string) string {
 			writeTextPart(&b, user.contentType, user.filename, userData)
 		}
 	}
-	b.WriteString("--" + boundary + "\n")
-	b.WriteString("Content-Type: text/cloud-config; charset=\"us-ascii\"\n")
-	b.WriteString("Content-Transfer-Encoding: 7bit\n")
-	b.WriteString("Merge-Type: " + networkEveryBootMerge + "\n")
-	b.WriteString("Content-Disposition: attachment; filename=\"" + networkEveryBootFile + "\"\n\n")
-	b.WriteString(networkEveryBootConfig)
-	b.WriteString("\n--" + boundary + "--\n")
+	if windowsScript == "" {
+		b.WriteString("--" + boundary + "\n")
+		b.WriteString("Content-Type: text/cloud-config; charset=\"us-ascii\"\n")
+		b.WriteString("Content-Transfer-Encoding: 7bit\n")
+		b.WriteString("Merge-Type: " + mergeType + "\n")
+		b.WriteString("Content-Disposition: attachment; filename=\"" + networkEveryBootFile + "\"\n\n")
+		b.WriteString(ours)
+		b.WriteByte('\n')
+	}
+	b.WriteString("--" + boundary + "--\n")
 	return b.String()
 }
 

@@ -68,15 +68,15 @@ func TestWithNetworkEveryBoot_KeepsEveryUserDataFormat(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out := WithNetworkEveryBoot(tc.in)
+			out := WithNetworkEveryBoot(tc.in, dataSourceNoCloud)
 			if tc.wantUser == "" {
-				assert.Equal(t, networkEveryBootConfig, out)
+				assert.Equal(t, networkEveryBootNoCloud, out)
 				return
 			}
 			user, ours := splitUserData(t, out)
 			assert.Equal(t, tc.wantUser, user)
-			assert.Equal(t, networkEveryBootConfig, ours)
-			assert.Equal(t, out, WithNetworkEveryBoot(out), "idempotent")
+			assert.Equal(t, networkEveryBootNoCloud, ours)
+			assert.Equal(t, out, WithNetworkEveryBoot(out, dataSourceNoCloud), "idempotent")
 		})
 	}
 }
@@ -172,7 +172,7 @@ func TestWithNetworkEveryBoot_CloudInitSeesTheUsersPartsAndOurUpdates(t *testing
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			parts, cc := cloudInitUserData(t, WithNetworkEveryBoot(tc.in))
+			parts, cc := cloudInitUserData(t, WithNetworkEveryBoot(tc.in, dataSourceNoCloud))
 			var types []string
 			for _, p := range parts {
 				types = append(types, strings.SplitN(p, ":", 2)[0])
@@ -201,16 +201,17 @@ func TestComposeUserData_PartsCloudbaseInitRunsToo(t *testing.T) {
 		{"cmd user data", "rem cmd\r\necho x\r\n", "", []string{"text/x-shellscript", "text/cloud-config"}, []string{"user-data.cmd", networkEveryBootFile}},
 		{"shell script", "#!/bin/sh\necho x\n", "", []string{"text/x-shellscript", "text/cloud-config"}, []string{"user-data.sh", networkEveryBootFile}},
 		{"cloud-config", "#cloud-config\n{}\n", "", []string{"text/cloud-config", "text/cloud-config"}, []string{"user-data", networkEveryBootFile}},
+		// A Windows guest (it asked for the script) gets no part of cloud-init's.
 		{"the Windows script comes first", "#cloud-config\n{}\n", script,
-			[]string{"text/x-shellscript", "text/cloud-config", "text/cloud-config"}, []string{WindowsNetworkScriptFilename, "user-data", networkEveryBootFile}},
-		{"no user data, a script", "", script, []string{"text/x-shellscript", "text/cloud-config"}, []string{WindowsNetworkScriptFilename, networkEveryBootFile}},
+			[]string{"text/x-shellscript", "text/cloud-config"}, []string{WindowsNetworkScriptFilename, "user-data"}},
+		{"no user data, a script", "", script, []string{"text/x-shellscript"}, []string{WindowsNetworkScriptFilename}},
 		{"#ps1_x86 has no faithful part: unchanged", "#ps1_x86\nWrite-Host x\n", script, nil, nil},
 		{"EC2 <powershell> tags: unchanged", "<powershell>\nWrite-Host x\n</powershell>\n", script, nil, nil},
 		{"a PEM certificate: unchanged", "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n", script, nil, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out := composeUserData(tc.in, tc.script)
+			out := composeUserData(tc.in, dataSourceConfigDrive, tc.script)
 			if tc.wantType == nil {
 				assert.Equal(t, tc.in, out)
 				return
@@ -252,11 +253,11 @@ func FuzzComposeUserData(f *testing.F) {
 		f.Add(seed, "#ps1_sysnative\nexit 0\n")
 	}
 	f.Fuzz(func(t *testing.T, user, script string) {
-		out := composeUserData(user, script)
+		out := composeUserData(user, dataSourceNoCloud, script)
 		blank := strings.TrimSpace(user) == ""
 		switch {
 		case blank && script == "":
-			require.Equal(t, networkEveryBootConfig, out)
+			require.Equal(t, networkEveryBootNoCloud, out)
 			return
 		case out == user:
 			return // no faithful form, or ours already there
@@ -286,4 +287,23 @@ func FuzzComposeUserData(f *testing.F) {
 			return
 		}
 	})
+}
+
+func TestWithNetworkEveryBoot_ConfigDrive_CloudInitGetsTheDropInBesideTheUsersFiles(t *testing.T) {
+	requireNetConvert(t)
+	user := "#cloud-config\nwrite_files:\n- path: /etc/mine\n  content: x\nupdates:\n  network:\n    when: [boot-new-instance]\n"
+	_, cc := cloudInitUserData(t, WithNetworkEveryBoot(user, dataSourceConfigDrive))
+	files, ok := cc["write_files"].([]any)
+	require.True(t, ok, "write_files: %v", cc["write_files"])
+	var paths []string
+	for _, f := range files {
+		paths = append(paths, f.(map[string]any)["path"].(string))
+	}
+	assert.Equal(t, []string{"/etc/mine", configDriveDropInPath}, paths, "ours appended to the user's")
+	assert.Equal(t, map[string]any{"network": map[string]any{"when": []any{"boot-new-instance"}}}, cc["updates"], "the user's own key untouched")
+	assert.Contains(t, files[1].(map[string]any)["content"], "ExecStartPre=-/bin/rm -f /var/lib/cloud/data/instance-id")
+
+	_, cc = cloudInitUserData(t, WithNetworkEveryBoot("", dataSourceConfigDrive))
+	assert.Nil(t, cc["updates"], "no boot event on ConfigDrive: it crashes cloud-init 22.4.2")
+	require.Len(t, cc["write_files"], 1)
 }

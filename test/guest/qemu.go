@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -127,7 +128,17 @@ func (b Boot) Run(ctx context.Context) (BootResult, error) {
 		}
 	}
 	took := time.Since(start)
-	// The guest powers off after the report; there is nothing left to wait for.
+	// The guest powers off after the report. A throwaway overlay needs nothing more; a kept disk gets
+	// the guest's own clean shutdown (bounded), so that its next start finds what this one wrote.
+	if complete && b.Disk != "" {
+		done := make(chan struct{})
+		go func() { _, _ = io.Copy(io.Discard, stdout); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(2 * time.Minute):
+		case <-ctx.Done():
+		}
+	}
 	_ = cmd.Process.Kill()
 	waitErr := cmd.Wait()
 

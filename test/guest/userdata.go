@@ -33,6 +33,8 @@ files() {
     echo
   done
 }
+# What the user's data wrote must be on the disk before the report lets the test stop qemu.
+sync
 {
   echo "@@report-begin"
   section addr ip -j addr show
