@@ -148,7 +148,10 @@ func TestPreCloudInitIso_WaitsForNetworkStatus_ReturnsWithinMillisecondsOfSwap(t
 	assert.Equal(t, "cloudinitdisk", out.VolumeName)
 	require.NotNil(t, out.NoCloudMetaData)
 	assert.Equal(t, "vm-sriov.tenant-a", out.NoCloudMetaData.InstanceID)
-	assert.Equal(t, "#cloud-config\nuser: fedora\n", out.UserData)
+	// The user's cloud-config travels unchanged as the first part, ours (every boot applies the network
+	// config) after it (pkg/cloudinit userdata.go).
+	assert.Contains(t, out.UserData, "\n\n#cloud-config\nuser: fedora\n\n--")
+	assert.Contains(t, out.UserData, "when: [boot-new-instance, boot]")
 	for _, want := range []string{"02:00:00:aa:01:01", "192.168.50.7/24", "fd50:0:0:1::7/64", "02:00:00:aa:02:01", "dhcp"} {
 		assert.Contains(t, out.NetworkData, want)
 	}
