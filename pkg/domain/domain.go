@@ -87,7 +87,7 @@ func (doc *document) apply(domainXML []byte, ifaces []model.BoundInterface) ([]b
 		return nil, fmt.Errorf("%w: no <devices> element to add hostdevs for interface %q to", ErrMalformedDomain, needed[0].Name)
 	}
 
-	aliases := make(map[string]string, len(needed)) // hostdev alias -> interface name
+	aliases := make(map[string]string, len(needed))            // hostdev alias -> interface name
 	hostPCI := make(map[netval.PCIAddress]string, len(needed)) // host PCI address -> interface name
 	var hostdevs []hostdevXML
 	for _, iface := range needed {
