@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
 
 // Options are the sidecar settings Build needs.
@@ -35,11 +36,6 @@ const (
 	guessedPrefixIPv6 = 64
 	widestPrefixIPv4  = 16
 	widestPrefixIPv6  = 48
-)
-
-const (
-	minMTU = 68 // RFC 791 minimum
-	maxMTU = 65535
 )
 
 // knownDeviceType reports the device-info types Multus defines (downwardapi.DeviceInfoType*). Only "pci" can
@@ -112,8 +108,8 @@ func build(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options
 		return nil, fmt.Errorf("malformed downward API input: %w", errors.Join(snap.Problems...))
 	}
 	if opts.PodIP != "" {
-		if _, err := netip.ParseAddr(strings.TrimSpace(opts.PodIP)); err != nil {
-			return nil, &InputError{Source: SourcePodIPEnv, Err: fmt.Errorf("invalid IP address %s", quote(opts.PodIP))}
+		if _, err := netval.ParseAddr(strings.TrimSpace(opts.PodIP)); err != nil {
+			return nil, &InputError{Source: SourcePodIPEnv, Err: fmt.Errorf("invalid IP address %s", netval.Quote(opts.PodIP))}
 		}
 	}
 	primary := PrimaryFamily(snap, opts.PodIP)
@@ -133,19 +129,18 @@ func build(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options
 		annInfo:  indexNetworkInfo(snap.NetworkInfo),
 	}
 	out := make([]derived, 0, len(bindings))
-	macOwner := make(map[string]int, len(bindings))
+	macOwner := make(map[netval.MAC]int, len(bindings))
 	for _, b := range bindings {
 		d, err := derive(b, snap, idx, primary, ordinal, vmi.Namespace)
 		if err != nil {
 			return nil, err
 		}
-		if d.MAC != nil {
-			key := d.MAC.String()
+		if key, ok := netval.MACFromHardwareAddr(d.MAC); ok {
 			if i, dup := macOwner[key]; dup {
 				other := &out[i]
 				return nil, &InputError{Interface: d.Name, Network: d.Network, Source: d.MACSource.sourceName(), Field: "mac",
 					Err: fmt.Errorf("MAC %s is also the MAC of interface %s (from %s): the guest could not tell the NICs apart",
-						key, quote(other.Name), other.MACSource)}
+						key, netval.Quote(other.Name), other.MACSource)}
 			}
 			macOwner[key] = len(out)
 		}
@@ -188,9 +183,8 @@ func derive(b binding, snap *downwardapi.Snapshot, idx snapshotIndex, primary Fa
 	}
 
 	if b.iface.PciAddress != "" {
-		if !downwardapi.IsPCIAddress(b.iface.PciAddress) {
-			return d, f.fail(SourceVMI, "spec.domain.devices.interfaces[].pciAddress",
-				fmt.Errorf("invalid PCI address %s", quote(b.iface.PciAddress)))
+		if _, err := netval.ParsePCIAddress(b.iface.PciAddress); err != nil {
+			return d, f.fail(SourceVMI, "spec.domain.devices.interfaces[].pciAddress", err)
 		}
 		d.GuestPCIAddress = strings.ToLower(b.iface.PciAddress)
 	}
@@ -230,10 +224,10 @@ func derive(b binding, snap *downwardapi.Snapshot, idx snapshotIndex, primary Fa
 		case IPAMModeDHCP:
 			d.DHCP = true
 		default:
-			return d, f.fail(downwardapi.PodNetworksAnnotation, "ipam_mode", fmt.Errorf("unsupported IPAM mode %s", quote(pn.IPAMMode)))
+			return d, f.fail(downwardapi.PodNetworksAnnotation, "ipam_mode", fmt.Errorf("unsupported IPAM mode %s", netval.Quote(pn.IPAMMode)))
 		}
 		if !validToken(pn.Role) {
-			return d, f.fail(downwardapi.PodNetworksAnnotation, "role", fmt.Errorf("invalid role %s", quote(pn.Role)))
+			return d, f.fail(downwardapi.PodNetworksAnnotation, "role", fmt.Errorf("invalid role %s", netval.Quote(pn.Role)))
 		}
 		d.Role = pn.Role
 	}
@@ -244,8 +238,8 @@ func derive(b binding, snap *downwardapi.Snapshot, idx snapshotIndex, primary Fa
 		if err := d.setDNS(st.DNS, f); err != nil {
 			return d, err
 		}
-		if st.Mtu != 0 && (st.Mtu < minMTU || st.Mtu > maxMTU) {
-			return d, f.fail(downwardapi.NetworkStatusAnnotation, "mtu", fmt.Errorf("MTU %d is outside %d-%d", st.Mtu, minMTU, maxMTU))
+		if err := netval.CheckMTU(st.Mtu); err != nil {
+			return d, f.fail(downwardapi.NetworkStatusAnnotation, "mtu", err)
 		}
 		d.MTU = st.Mtu
 	}
@@ -262,13 +256,13 @@ func lookupNetworkStatus(statuses []downwardapi.NetworkStatus, index map[string]
 		return nil, nil
 	case i == ambiguous:
 		return nil, f.fail(downwardapi.NetworkStatusAnnotation, "interface",
-			fmt.Errorf("several entries for pod interface %s", quote(podIface)))
+			fmt.Errorf("several entries for pod interface %s", netval.Quote(podIface)))
 	}
 	found := &statuses[i]
 	ns, bare, _ := strings.Cut(nad, "/")
 	if found.Name != nad && !(found.Name == bare && ns == vmiNamespace) {
 		return nil, f.fail(downwardapi.NetworkStatusAnnotation, "name",
-			fmt.Errorf("entry for pod interface %s names network %s, expected %s", quote(podIface), quote(found.Name), quote(nad)))
+			fmt.Errorf("entry for pod interface %s names network %s, expected %s", netval.Quote(podIface), netval.Quote(found.Name), netval.Quote(nad)))
 	}
 	return found, nil
 }
@@ -281,7 +275,7 @@ func lookupNetworkInfo(info *downwardapi.NetworkInfo, index map[string]int, netw
 	case !ok:
 		return nil, nil
 	case i == ambiguous:
-		return nil, f.fail(source, "interfaces[].network", fmt.Errorf("several entries for network %s", quote(network)))
+		return nil, f.fail(source, "interfaces[].network", fmt.Errorf("several entries for network %s", netval.Quote(network)))
 	}
 	return &info.Interfaces[i], nil
 }
@@ -353,47 +347,41 @@ func (d *derived) setMAC(vmiMAC string, st *downwardapi.NetworkStatus, fileInfo,
 		}
 	}
 	if pn != nil && len(pn.MAC) > 0 {
-		if err := checkMAC(pn.MAC); err != nil {
+		mac, err := checkedMAC(pn.MAC)
+		if err != nil {
 			return f.fail(downwardapi.PodNetworksAnnotation, "mac_address", err)
 		}
-		if d.MAC == nil && !isZero(pn.MAC) {
-			d.MAC, d.MACSource = append(net.HardwareAddr(nil), pn.MAC...), MACFromPodNetworks
+		if d.MAC == nil && mac != nil {
+			d.MAC, d.MACSource = mac, MACFromPodNetworks
 		}
 	}
 	return nil
 }
 
+// parseMAC reads a MAC for a guest Ethernet NIC: 48-bit and unicast. The all-zero MAC means absent
+// (nil, nil): SR-IOV CNI reports a VF without an administrative MAC so.
 func parseMAC(s string) (net.HardwareAddr, error) {
-	mac, err := net.ParseMAC(s)
+	m, err := netval.ParseMAC(s)
 	if err != nil {
-		return nil, fmt.Errorf("invalid MAC %s", quote(s))
-	}
-	if err := checkMAC(mac); err != nil {
 		return nil, err
 	}
-	if isZero(mac) {
-		return nil, nil
-	}
-	return mac, nil
+	return guestMAC(m)
 }
 
-func checkMAC(mac net.HardwareAddr) error {
-	if len(mac) != 6 {
-		return fmt.Errorf("MAC %s is not a 48-bit Ethernet address", quote(mac.String()))
+// checkedMAC applies parseMAC's rules to a MAC downwardapi has already parsed (pod-networks).
+func checkedMAC(hw net.HardwareAddr) (net.HardwareAddr, error) {
+	m, ok := netval.MACFromHardwareAddr(hw)
+	if !ok {
+		return nil, fmt.Errorf("MAC %s is not a 48-bit Ethernet address", netval.Quote(hw.String()))
 	}
-	if mac[0]&1 == 1 {
-		return fmt.Errorf("MAC %s is a multicast address", mac)
-	}
-	return nil
+	return guestMAC(m)
 }
 
-func isZero(mac net.HardwareAddr) bool {
-	for _, b := range mac {
-		if b != 0 {
-			return false
-		}
+func guestMAC(m netval.MAC) (net.HardwareAddr, error) {
+	if err := m.CheckUnicast(); err != nil {
+		return nil, err
 	}
-	return true
+	return m.HardwareAddr(), nil
 }
 
 // setDeviceInfo takes device-info from the device-info file, else the kubevirt.io/network-info
@@ -412,7 +400,7 @@ func (d *derived) setDeviceInfo(st *downwardapi.NetworkStatus, fileInfo, annInfo
 		return nil
 	}
 	if !knownDeviceType(di.Type) {
-		return f.fail(source, field+".type", fmt.Errorf("unknown device type %s", quote(di.Type)))
+		return f.fail(source, field+".type", fmt.Errorf("unknown device type %s", netval.Quote(di.Type)))
 	}
 	d.DeviceType = di.Type
 	if di.Type != downwardapi.DeviceInfoTypePCI {
@@ -421,8 +409,8 @@ func (d *derived) setDeviceInfo(st *downwardapi.NetworkStatus, fileInfo, annInfo
 	if di.Pci == nil || di.Pci.PciAddress == "" {
 		return f.fail(source, field+".pci.pci-address", errors.New("device type pci without a PCI address"))
 	}
-	if !downwardapi.IsPCIAddress(di.Pci.PciAddress) {
-		return f.fail(source, field+".pci.pci-address", fmt.Errorf("invalid PCI address %s", quote(di.Pci.PciAddress)))
+	if _, err := netval.ParsePCIAddress(di.Pci.PciAddress); err != nil {
+		return f.fail(source, field+".pci.pci-address", err)
 	}
 	d.HostPCIAddress = strings.ToLower(di.Pci.PciAddress)
 	return nil
@@ -454,7 +442,7 @@ func (d *derived) setL3(st *downwardapi.NetworkStatus, pn *downwardapi.PodNetwor
 	if st != nil {
 		// network-status "gateway" holds only the CNI result's default routes (utils.CreateNetworkStatus).
 		for i, s := range st.Gateway {
-			a, err := parseAddr(s)
+			a, err := netval.ParseAddr(s)
 			if err != nil {
 				return f.fail(downwardapi.NetworkStatusAnnotation, fmt.Sprintf("gateway[%d]", i), err)
 			}
@@ -463,7 +451,7 @@ func (d *derived) setL3(st *downwardapi.NetworkStatus, pn *downwardapi.PodNetwor
 	}
 	have := map[Family]bool{}
 	for _, c := range cands {
-		if err := checkUnicast(c.addr); err != nil {
+		if err := netval.CheckUnicast(c.addr); err != nil {
 			return f.fail(c.source, fmt.Sprintf(c.field, c.index), err)
 		}
 		// A link-local next hop needs the guest's interface name to be usable, which cloud-init's
@@ -483,7 +471,7 @@ func (d *derived) setL3(st *downwardapi.NetworkStatus, pn *downwardapi.PodNetwor
 			if !p.IsValid() {
 				return f.fail(downwardapi.PodNetworksAnnotation, field(), errors.New("invalid CIDR"))
 			}
-			if err := checkUnicast(p.Addr()); err != nil {
+			if err := netval.CheckUnicast(p.Addr()); err != nil {
 				return f.fail(downwardapi.PodNetworksAnnotation, field(), err)
 			}
 			if p.Addr().Is4In6() {
@@ -498,9 +486,9 @@ func (d *derived) setL3(st *downwardapi.NetworkStatus, pn *downwardapi.PodNetwor
 		d.PrefixKnown = len(d.Addresses) > 0
 	} else if st != nil {
 		for i, s := range st.IPs {
-			a, err := parseAddr(s)
+			a, err := netval.ParseAddr(s)
 			if err == nil {
-				err = checkUnicast(a)
+				err = netval.CheckUnicast(a)
 			}
 			if err != nil {
 				return f.fail(downwardapi.NetworkStatusAnnotation, fmt.Sprintf("ips[%d]", i), err)
@@ -538,7 +526,7 @@ func (d *derived) setL3(st *downwardapi.NetworkStatus, pn *downwardapi.PodNetwor
 					return f.fail(downwardapi.PodNetworksAnnotation, field+".nextHop",
 						fmt.Errorf("next hop %s is not in the family of destination %s", hop, dest))
 				}
-				if err := checkUnicast(hop); err != nil {
+				if err := netval.CheckUnicast(hop); err != nil {
 					return f.fail(downwardapi.PodNetworksAnnotation, field+".nextHop", err)
 				}
 			}
@@ -584,36 +572,12 @@ func skipAddress(a netip.Addr) bool {
 	return a.Is6() && a.IsLinkLocalUnicast()
 }
 
-func parseAddr(s string) (netip.Addr, error) {
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Addr{}, fmt.Errorf("invalid IP address %s", quote(s))
-	}
-	if a.Zone() != "" {
-		return netip.Addr{}, fmt.Errorf("IP address %s has a zone", quote(s))
-	}
-	return a.Unmap(), nil
-}
-
-// checkUnicast rejects addresses no NIC or next hop can have.
-func checkUnicast(a netip.Addr) error {
-	switch {
-	case !a.IsValid():
-		return errors.New("missing IP address")
-	case a.Zone() != "":
-		return fmt.Errorf("IP address %s has a zone", a)
-	case a.IsUnspecified(), a.IsMulticast(), a.IsLoopback(), a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
-		return fmt.Errorf("%s is not a unicast address", a)
-	}
-	return nil
-}
-
 func (d *derived) setDNS(dns downwardapi.DNS, f ifaceFailer) error {
 	seen := map[netip.Addr]bool{}
 	for i, s := range dns.Nameservers {
-		a, err := parseAddr(s)
+		a, err := netval.ParseAddr(s)
 		if err == nil {
-			err = checkUnicast(a)
+			err = netval.CheckUnicast(a)
 		}
 		if err != nil {
 			return f.fail(downwardapi.NetworkStatusAnnotation, fmt.Sprintf("dns.nameservers[%d]", i), err)
@@ -625,39 +589,19 @@ func (d *derived) setDNS(dns downwardapi.DNS, f ifaceFailer) error {
 	}
 	seenSearch := map[string]bool{}
 	for i, s := range dns.Search {
-		if !validDNSName(s) {
-			return f.fail(downwardapi.NetworkStatusAnnotation, fmt.Sprintf("dns.search[%d]", i), fmt.Errorf("invalid domain %s", quote(s)))
+		if !netval.ValidDNSName(s) {
+			return f.fail(downwardapi.NetworkStatusAnnotation, fmt.Sprintf("dns.search[%d]", i), fmt.Errorf("invalid domain %s", netval.Quote(s)))
 		}
 		if !seenSearch[s] {
 			seenSearch[s] = true
 			d.DNS.Search = append(d.DNS.Search, s)
 		}
 	}
-	if dns.Domain != "" && !validDNSName(dns.Domain) {
-		return f.fail(downwardapi.NetworkStatusAnnotation, "dns.domain", fmt.Errorf("invalid domain %s", quote(dns.Domain)))
+	if dns.Domain != "" && !netval.ValidDNSName(dns.Domain) {
+		return f.fail(downwardapi.NetworkStatusAnnotation, "dns.domain", fmt.Errorf("invalid domain %s", netval.Quote(dns.Domain)))
 	}
 	d.DNS.Domain = dns.Domain
 	return nil
-}
-
-// validDNSName accepts a resolv.conf-safe domain: labels of letters, digits, '-' and '_' (used in
-// SRV-style names), at most 63 bytes each and 253 in all, optionally ending in a dot.
-func validDNSName(s string) bool {
-	s = strings.TrimSuffix(s, ".")
-	if s == "" || len(s) > 253 {
-		return false
-	}
-	for _, label := range strings.Split(s, ".") {
-		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
-			return false
-		}
-		for i := 0; i < len(label); i++ {
-			if !isAlnum(label[i]) && label[i] != '-' && label[i] != '_' {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // validToken accepts "" or a short word of lower-case letters and '-' (pod-networks role values).
