@@ -108,7 +108,7 @@ func cloudbaseApply(data []byte, macs []string) (map[string]*winAdapter, error) 
 			return out, fmt.Errorf("network on link %q: no adapter of that name", n.Link)
 		}
 		addr := netip.MustParseAddr(n.IP)
-		f := family(addr)
+		f := model.FamilyOf(addr)
 		p := netip.PrefixFrom(addr, bits(n.Netmask))
 		delete(a.Gateway, f)
 		a.Address[f] = p

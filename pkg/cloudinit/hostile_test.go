@@ -11,6 +11,7 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
 
 // ourKeys are the only mapping keys our renderers write (v1, v2, network_data.json).
@@ -145,7 +146,7 @@ func TestRender_HostileStringsInNonDNSFields_GiveSafeOutputWithOnlyOurKeys(t *te
 
 func TestRender_HostileDNSSearchDomain_IsAnErrorNamingTheInterface(t *testing.T) {
 	for _, s := range hostileStrings {
-		if isDNSName(s) && len(s) <= 253 {
+		if netval.ValidDNSName(s) {
 			continue // a valid domain name, e.g. "eth0"
 		}
 		for _, field := range []string{"Search", "Domain"} {
@@ -251,20 +252,6 @@ func renderAllForms(t *testing.T, ifaces []model.BoundInterface, users map[strin
 	outputs["merge-json"], err = MergeNetworkDataJSON(users["json"], ifaces)
 	require.NoError(t, err)
 	return outputs
-}
-
-// dnsNamePattern is the regexp isDNSName replaces; kept here as its oracle.
-var dnsNamePattern = regexp.MustCompile(`^([a-zA-Z0-9_]([a-zA-Z0-9_-]{0,61}[a-zA-Z0-9_])?)(\.[a-zA-Z0-9_]([a-zA-Z0-9_-]{0,61}[a-zA-Z0-9_])?)*\.?$`)
-
-func FuzzIsDNSName_AgreesWithTheRFC1123Pattern(f *testing.F) {
-	for _, s := range []string{"", ".", "a", "a.", "a..b", "-a", "a-", "a_b.c-d.example", "x\ny", strings.Repeat("a", 63), strings.Repeat("a", 64), "a." + strings.Repeat("b", 63) + ".", "ä.example"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		if got, want := isDNSName(s), dnsNamePattern.MatchString(s); got != want {
-			t.Fatalf("isDNSName(%q) = %v, the pattern says %v", s, got, want)
-		}
-	})
 }
 
 // The patterns guestName's hand-written checks replace; kept here as their oracle.

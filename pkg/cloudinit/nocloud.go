@@ -93,7 +93,7 @@ func v1Physical(p *nicPlan) *yaml.Node {
 		s := mapNode()
 		set(s, "type", strNode("static"))
 		set(s, "address", strNode(a.String()))
-		f := family(a.Addr())
+		f := model.FamilyOf(a.Addr())
 		if firstOf[f] == nil {
 			firstOf[f] = s
 			if gw := p.gateway(f); gw.IsValid() {
@@ -159,7 +159,7 @@ func v2Ethernet(p *nicPlan) (*yaml.Node, error) {
 	}
 	addresses := p.static
 	if len(p.routes) > 0 {
-		rf := family(p.routes[0].Dest.Addr())
+		rf := model.FamilyOf(p.routes[0].Dest.Addr())
 		if len(p.routesOf(rf)) != len(p.routes) {
 			return nil, fmt.Errorf("cloud-init v2 config for interface %q: routes of both IP families cannot be rendered correctly by cloud-init 22.4.2 from v2 (use network-config v1)", p.iface)
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
 
 // What cloudbase-init's NetworkConfigPlugin leaves out of network_data.json (cloudbase.go): routes other
@@ -168,7 +169,7 @@ func windowsNICSection(w *strings.Builder, p *nicPlan) error {
 	var cmds []string
 	primary := cloudbasePrimaries(p)
 	for j, a := range p.static {
-		if primary[family(a.Addr())] == j {
+		if primary[model.FamilyOf(a.Addr())] == j {
 			continue // applied by cloudbase-init
 		}
 		addr, err := psAddr(a.Addr())
@@ -290,7 +291,7 @@ func psMAC(mac string) (string, error) {
 }
 
 func psDomain(d string) (string, error) {
-	if !isDNSName(d) {
+	if !netval.ValidDNSName(d) {
 		return "", fmt.Errorf("search domain %q is not a valid domain name", d)
 	}
 	return psLiteral(d, func(c byte) bool { return isIfnameByte(c) || c == '.' })

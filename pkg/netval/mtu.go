@@ -12,7 +12,7 @@ const (
 // CheckMTU accepts 0 (unknown) or a value in MinMTU-MaxMTU.
 func CheckMTU(mtu int) error {
 	if mtu != 0 && (mtu < MinMTU || mtu > MaxMTU) {
-		return fmt.Errorf("MTU %d is outside %d-%d", mtu, MinMTU, MaxMTU)
+		return fmt.Errorf("MTU %d out of range %d-%d: a link MTU outside it cannot carry IP", mtu, MinMTU, MaxMTU)
 	}
 	return nil
 }
