@@ -226,14 +226,14 @@ func (b *Binding) syncCache(c pipeline.Cache, generation uint64) (ok bool) {
 	}
 	res, err := b.cfg.Cache.Sync(c.VMIUID, c.Spec, c.Bound, c.Primary)
 	if err != nil {
-		b.log.Warn("interface cache not fully written", "vmi", c.VMIUID, "generation", generation, "error", boundedError(err))
+		b.log.Warn("interface cache not fully written", "vmiUID", c.VMIUID, "generation", generation, "error", boundedError(err))
 	}
 	if len(res.Written)+len(res.Removed) > 0 {
-		b.log.Info("interface cache updated", "vmi", c.VMIUID, "generation", generation,
+		b.log.Info("interface cache updated", "vmiUID", c.VMIUID, "generation", generation,
 			"writtenCount", len(res.Written), "written", firstNames(res.Written),
 			"removedCount", len(res.Removed), "removed", firstNames(res.Removed))
 	} else if err == nil {
-		b.log.Debug("interface cache checked", "vmi", c.VMIUID, "generation", generation, "unchanged", len(res.Unchanged))
+		b.log.Debug("interface cache checked", "vmiUID", c.VMIUID, "generation", generation, "unchanged", len(res.Unchanged))
 	}
 	return err == nil
 }
