@@ -160,7 +160,7 @@ func TestRender_HostileDNSSearchDomain_IsAnErrorNamingTheInterface(t *testing.T)
 				ifaces[0].DNS.Domain = s
 			}
 			for format, render := range map[string]func([]model.BoundInterface) ([]byte, error){
-				"v1": RenderNetworkConfigV1, "v2": RenderNetworkConfigV2, "json": RenderNetworkDataJSON,
+				"v1": RenderNetworkConfigV1, "v2": renderNetworkConfigV2, "json": renderNetworkDataJSON,
 			} {
 				_, err := render(ifaces)
 				require.Error(t, err, "%s: DNS %s %q", format, field, s)
@@ -219,7 +219,7 @@ func TestRender_RejectsInterfacesItCannotConfigure_NamingThem(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ifaces := mergeIfaces()
 			tc.mod(&ifaces[0])
-			for _, render := range []func([]model.BoundInterface) ([]byte, error){RenderNetworkConfigV1, RenderNetworkConfigV2, RenderNetworkDataJSON} {
+			for _, render := range []func([]model.BoundInterface) ([]byte, error){RenderNetworkConfigV1, renderNetworkConfigV2, renderNetworkDataJSON} {
 				_, err := render(ifaces)
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), `interface "net1"`)
@@ -241,9 +241,9 @@ func renderAllForms(t *testing.T, ifaces []model.BoundInterface, users map[strin
 	var err error
 	outputs["v1"], err = RenderNetworkConfigV1(ifaces)
 	require.NoError(t, err)
-	outputs["v2"], err = RenderNetworkConfigV2(ifaces)
+	outputs["v2"], err = renderNetworkConfigV2(ifaces)
 	require.NoError(t, err)
-	outputs["json"], err = RenderNetworkDataJSON(ifaces)
+	outputs["json"], err = renderNetworkDataJSON(ifaces)
 	require.NoError(t, err)
 	outputs["merge-v1"], err = MergeNoCloud(users["v1"], ifaces)
 	require.NoError(t, err)

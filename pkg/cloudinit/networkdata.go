@@ -139,11 +139,6 @@ func ndParts(plans []nicPlan, taken func(string) bool) []ndPart {
 	return parts
 }
 
-// RenderNetworkDataJSON renders OpenStack network_data.json (ConfigDrive) for ifaces.
-func RenderNetworkDataJSON(ifaces []model.BoundInterface) ([]byte, error) {
-	return MergeNetworkDataJSON(nil, ifaces)
-}
-
 // MergeNetworkDataJSON adds our links and networks to the user's network_data.json, before theirs (see
 // oursFirst). A user link that configures one of our NICs (same ethernet_mac_address, case-insensitive,
 // or same name) wins: ours for that NIC is left out. Everything of theirs is kept as it was, in their

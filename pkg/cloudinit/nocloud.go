@@ -26,27 +26,6 @@ func RenderNetworkConfigV1(ifaces []model.BoundInterface) ([]byte, error) {
 	return nodeJSON(root)
 }
 
-// RenderNetworkConfigV2 renders NoCloud network-config version 2 for ifaces, as JSON (which is YAML); used only when the user's
-// own networkData is v2, because cloud-init never mixes versions in one document.
-func RenderNetworkConfigV2(ifaces []model.BoundInterface) ([]byte, error) {
-	plans, err := planNICs(ifaces)
-	if err != nil {
-		return nil, err
-	}
-	ethernets := mapNode()
-	for i := range plans {
-		entry, err := v2Ethernet(&plans[i])
-		if err != nil {
-			return nil, err
-		}
-		setQuotedKey(ethernets, plans[i].name, entry)
-	}
-	root := mapNode()
-	set(root, "version", intNode(2))
-	set(root, "ethernets", ethernets)
-	return nodeJSON(root)
-}
-
 func addrSeq(as []netip.Addr) *yaml.Node {
 	s := seqNode()
 	for _, a := range as {
