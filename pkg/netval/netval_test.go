@@ -174,3 +174,13 @@ func TestQuote_TruncatesLongValues(t *testing.T) {
 	long := Quote(strings.Repeat("x", 100))
 	assert.True(t, strings.HasSuffix(long, "...(100 bytes)"), long)
 }
+
+func TestParseUnicast(t *testing.T) {
+	a, err := ParseUnicast("::ffff:10.0.0.1")
+	require.NoError(t, err)
+	assert.Equal(t, netip.MustParseAddr("10.0.0.1"), a)
+	_, err = ParseUnicast("224.0.0.1")
+	assert.ErrorContains(t, err, "not a unicast address")
+	_, err = ParseUnicast("x")
+	assert.ErrorContains(t, err, `invalid IP address "x"`)
+}
