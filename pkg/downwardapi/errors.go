@@ -18,20 +18,17 @@ type FieldError struct {
 	Err    error
 }
 
+// Error reads "<source>[: <key>][: field <field>]: <cause>".
 func (e *FieldError) Error() string {
-	var b strings.Builder
-	b.WriteString(e.Source)
+	parts := make([]string, 0, 4)
+	parts = append(parts, e.Source)
 	if e.Key != "" {
-		b.WriteString(": ")
-		b.WriteString(e.Key)
+		parts = append(parts, e.Key)
 	}
 	if e.Field != "" {
-		b.WriteString(": field ")
-		b.WriteString(e.Field)
+		parts = append(parts, "field "+e.Field)
 	}
-	b.WriteString(": ")
-	b.WriteString(e.Err.Error())
-	return b.String()
+	return strings.Join(append(parts, e.Err.Error()), ": ")
 }
 
 func (e *FieldError) Unwrap() error { return e.Err }

@@ -218,35 +218,19 @@ func ParsePodNetworks(data []byte) (PodNetworks, error) {
 
 func convertPodNetwork(r *podNetworkJSON, fail func(string, error) error) (PodNetwork, error) {
 	pn := PodNetwork{TunnelID: r.TunnelID, Role: r.Role, IPAMMode: r.IPAMMode}
-	ipField, ips := "ip_addresses", r.IPAddresses
-	if len(ips) == 0 && r.IPAddress != "" {
-		ipField, ips = "ip_address", []string{r.IPAddress}
-	}
-	for i, s := range ips {
-		p, err := netval.ParsePrefix(s)
-		if err != nil {
-			if ipField == "ip_address" {
-				return pn, fail(ipField, err)
-			}
-			return pn, fail(fmt.Sprintf("%s[%d]", ipField, i), err)
-		}
-		pn.IPAddresses = append(pn.IPAddresses, p)
+	var err error
+	ips, ipField := listOrLegacy("ip_addresses", r.IPAddresses, "ip_address", r.IPAddress, false)
+	if pn.IPAddresses, err = parseAll(ips, ipField, netval.ParsePrefix, fail); err != nil {
+		return pn, err
 	}
 	mac, err := netval.ParseMAC(r.MACAddress)
 	if err != nil {
 		return pn, fail("mac_address", err)
 	}
 	pn.MAC = net.HardwareAddr(mac[:])
-	gwField, gws := "gateway_ips", r.GatewayIPs
-	if len(gws) == 0 && r.GatewayIP != "" {
-		gwField, gws = "gateway_ip", []string{r.GatewayIP}
-	}
-	for i, s := range gws {
-		a, err := netval.ParseAddr(s)
-		if err != nil {
-			return pn, fail(fmt.Sprintf("%s[%d]", gwField, i), err)
-		}
-		pn.Gateways = append(pn.Gateways, a)
+	gws, gwField := listOrLegacy("gateway_ips", r.GatewayIPs, "gateway_ip", r.GatewayIP, true)
+	if pn.Gateways, err = parseAll(gws, gwField, netval.ParseAddr, fail); err != nil {
+		return pn, err
 	}
 	for i, rt := range r.Routes {
 		dest, err := netval.ParsePrefix(rt.Dest)
@@ -281,6 +265,34 @@ func convertPodNetwork(r *podNetworkJSON, fail func(string, error) error) (PodNe
 		pn.IPv6LLAGateway = a
 	}
 	return pn, nil
+}
+
+// listOrLegacy returns an OVN-K list field, or, when it is empty, the deprecated single-stack field older
+// OVN-K writes instead, with a function naming entry i for errors (the legacy field with "[0]" only when
+// indexLegacy).
+func listOrLegacy(field string, list []string, legacyField, legacy string, indexLegacy bool) ([]string, func(int) string) {
+	if len(list) == 0 && legacy != "" {
+		return []string{legacy}, func(i int) string {
+			if indexLegacy {
+				return fmt.Sprintf("%s[%d]", legacyField, i)
+			}
+			return legacyField
+		}
+	}
+	return list, func(i int) string { return fmt.Sprintf("%s[%d]", field, i) }
+}
+
+// parseAll parses every entry of a list field; the first bad one fails, named by field.
+func parseAll[T any](list []string, field func(int) string, parse func(string) (T, error), fail func(string, error) error) ([]T, error) {
+	var out []T
+	for i, s := range list {
+		v, err := parse(s)
+		if err != nil {
+			return nil, fail(field(i), err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 // validateDeviceInfo checks the PCI addresses a binding would hand to libvirt, with the rule of

@@ -258,13 +258,11 @@ func (d *derived) setLinkSettings(st *downwardapi.NetworkStatus, f ifaceFailer) 
 // interface's NAD ("<ns>/<nad>", or the bare NAD name), else the annotation contradicts the VMI.
 func lookupNetworkStatus(statuses []downwardapi.NetworkStatus, index map[string]int, podIface, nad, vmiNamespace string,
 	f ifaceFailer) (*downwardapi.NetworkStatus, error) {
-	i, ok := index[podIface]
-	switch {
-	case !ok:
-		return nil, nil
-	case i == ambiguous:
-		return nil, f.fail(downwardapi.NetworkStatusAnnotation, "interface",
-			fmt.Errorf("several entries for pod interface %s", netval.Quote(podIface)))
+	i, err := entry(index, podIface, func() error {
+		return f.fail(downwardapi.NetworkStatusAnnotation, "interface", fmt.Errorf("several entries for pod interface %s", netval.Quote(podIface)))
+	})
+	if i < 0 {
+		return nil, err
 	}
 	found := &statuses[i]
 	ns, bare, _ := strings.Cut(nad, "/")
@@ -278,14 +276,26 @@ func lookupNetworkStatus(statuses []downwardapi.NetworkStatus, index map[string]
 // lookupNetworkInfo finds the network-info entry of a VMI network; nil when info or the entry is absent.
 func lookupNetworkInfo(info *downwardapi.NetworkInfo, index map[string]int, network, source string,
 	f ifaceFailer) (*downwardapi.NetworkInfoInterface, error) {
-	i, ok := index[network]
-	switch {
-	case !ok:
-		return nil, nil
-	case i == ambiguous:
-		return nil, f.fail(source, "interfaces[].network", fmt.Errorf("several entries for network %s", netval.Quote(network)))
+	i, err := entry(index, network, func() error {
+		return f.fail(source, "interfaces[].network", fmt.Errorf("several entries for network %s", netval.Quote(network)))
+	})
+	if i < 0 {
+		return nil, err
 	}
 	return &info.Interfaces[i], nil
+}
+
+// entry is the position of key's entry in index: -1 and no error when there is none, -1 and several()
+// when several entries share the key.
+func entry(index map[string]int, key string, several func() error) (int, error) {
+	i, ok := index[key]
+	if !ok {
+		return -1, nil
+	}
+	if i == ambiguous {
+		return -1, several()
+	}
+	return i, nil
 }
 
 // ambiguous marks, in a snapshotIndex map, a key that several entries share.

@@ -167,16 +167,9 @@ func qualifyNAD(networkName, vmiNamespace string) (string, error) {
 // '.', '/', NUL or XML metacharacters, which is what pkg/domain (an alias attribute) and
 // pkg/ifacecache (a file name) rely on; this is the one place the rule lives.
 func ValidInterfaceName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !isAlnum(c) && c != '-' && c != '_' {
-			return false
-		}
-	}
-	return true
+	return s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return r >= 0x80 || !isAlnum(byte(r)) && r != '-' && r != '_'
+	}) < 0
 }
 
 func isAlnum(c byte) bool {
