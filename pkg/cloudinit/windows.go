@@ -200,24 +200,16 @@ func windowsNICSection(w *strings.Builder, p *nicPlan) error {
 		cmds = append(cmds, "Set-NetIPInterface -InterfaceIndex $idx -AddressFamily IPv6 -NlMtuBytes "+strconv.Itoa(p.mtu))
 	}
 	if len(p.nameservers) > 0 {
-		list := make([]string, 0, len(p.nameservers))
-		for _, ns := range p.nameservers {
-			s, err := psAddr(ns)
-			if err != nil {
-				return err
-			}
-			list = append(list, s)
+		list, err := psLiterals(p.nameservers, psAddr)
+		if err != nil {
+			return err
 		}
 		cmds = append(cmds, "Set-DnsClientServerAddress -InterfaceIndex $idx -ServerAddresses @("+strings.Join(list, ", ")+")")
 	}
 	if len(p.search) > 0 {
-		list := make([]string, 0, len(p.search))
-		for _, d := range p.search {
-			s, err := psDomain(d)
-			if err != nil {
-				return err
-			}
-			list = append(list, s)
+		list, err := psLiterals(p.search, psDomain)
+		if err != nil {
+			return err
 		}
 		// Windows has one suffix per adapter and one global search list: the first domain becomes the
 		// adapter's, all are added to the global list (the footer).
@@ -288,6 +280,19 @@ func psMAC(mac string) (string, error) {
 		return "", fmt.Errorf("MAC %q is not a 6-byte Ethernet address", mac)
 	}
 	return psLiteral(win, func(c byte) bool { return isHexByte(c) || c == '-' })
+}
+
+// psLiterals renders every item with lit, failing on the first it refuses.
+func psLiterals[T any](items []T, lit func(T) (string, error)) ([]string, error) {
+	out := make([]string, 0, len(items))
+	for _, item := range items {
+		s, err := lit(item)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 func psDomain(d string) (string, error) {
