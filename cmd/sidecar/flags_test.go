@@ -47,6 +47,21 @@ func TestParseFlags_FlagBeatsEnvBeatsDefault(t *testing.T) {
 	assert.Equal(t, slog.LevelDebug, cfg.logLevel)
 }
 
+// MY_POD_IP goes through the flag parser like every other setting (the manifests set it from
+// status.podIP), so --pod-ip can override it and `--help` lists it.
+func TestParseFlags_PodIPFromEnvOrFlag(t *testing.T) {
+	cfg, err := parseFlags(nil, envFrom(map[string]string{"MY_POD_IP": "fd00::5"}), &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, "fd00::5", cfg.podIP)
+	cfg, err = parseFlags([]string{"--pod-ip", "10.0.0.5"}, envFrom(map[string]string{"MY_POD_IP": "fd00::5"}), &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, "10.0.0.5", cfg.podIP)
+	help := &bytes.Buffer{}
+	_, err = parseFlags([]string{"--help"}, envFrom(nil), help)
+	require.ErrorIs(t, err, errHelp)
+	assert.Contains(t, help.String(), "env MY_POD_IP")
+}
+
 func TestParseFlags_ExplicitFlagWinsOverMalformedEnvTwin(t *testing.T) {
 	cfg, err := parseFlags([]string{"--wait-timeout", "30s", "--log-level", "debug"},
 		envFrom(map[string]string{"WAIT_TIMEOUT": "45", "LOG_LEVEL": "verbose"}), &bytes.Buffer{})

@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
 	"strings"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/domain"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/pipeline"
 )
 
@@ -198,7 +198,7 @@ func runRender(args []string, stdout, stderr io.Writer) int {
 		*podIP, ipSource = os.Getenv("MY_POD_IP"), "env MY_POD_IP"
 	}
 	if *podIP != "" {
-		if _, err := netip.ParseAddr(strings.TrimSpace(*podIP)); err != nil {
+		if _, err := netval.ParseAddr(strings.TrimSpace(*podIP)); err != nil {
 			return fail(fmt.Errorf("invalid %s %q: want an IP address such as 10.128.0.5 or fd00::5", ipSource, *podIP))
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"os"
 	"sync"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
@@ -36,7 +35,7 @@ func serve(ctx context.Context, cfg config, stderr io.Writer) (err error) {
 	defer watcher.Close()
 
 	binding, err := hooks.NewBinding(hooks.BindingConfig{
-		Options:     model.Options{BindingName: cfg.bindingName, PodIP: os.Getenv("MY_POD_IP")},
+		Options:     model.Options{BindingName: cfg.bindingName, PodIP: cfg.podIP},
 		WaitTimeout: cfg.waitTimeout,
 		Snapshots:   watcher,
 		Cache:       ifacecache.NewWriter(cfg.ifaceCacheDir, logger),

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
@@ -175,21 +174,16 @@ func encodeObject(obj map[string]json.RawMessage) ([]byte, error) {
 		keys = append(keys, k)
 		size += len(k) + len(v) + 4
 	}
-	sort.Strings(keys)
 	buf := bytes.NewBuffer(make([]byte, 0, size))
-	buf.WriteByte('{')
-	for i, k := range keys {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		if err := writeJSONString(buf, k); err != nil {
-			return nil, err
-		}
-		buf.WriteByte(':')
+	err := writeObjectMembers(buf, keys, "", ":", func(k string) error {
 		if len(obj[k]) == 0 {
-			return nil, fmt.Errorf("field %s has no value", k)
+			return fmt.Errorf("field %s has no value", k)
 		}
 		buf.Write(obj[k])
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	buf.WriteByte('}')
 	return buf.Bytes(), nil

@@ -58,7 +58,7 @@ func TestApply_ConfigDrive_RendersNetworkDataJSON_KeepsUserDataAndDevices(t *tes
 	require.NoError(t, err)
 	var got kubevirtCloudInitData
 	require.NoError(t, json.Unmarshal(out, &got))
-	want, err := RenderNetworkDataJSON(mergeIfaces())
+	want, err := renderNetworkDataJSON(mergeIfaces())
 	require.NoError(t, err)
 	assert.Equal(t, string(want), got.NetworkData)
 	user, ours := splitUserData(t, got.UserData)

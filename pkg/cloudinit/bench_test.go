@@ -42,8 +42,8 @@ func benchRender(b *testing.B, render func([]model.BoundInterface) ([]byte, erro
 }
 
 func BenchmarkRenderNetworkConfigV1(b *testing.B) { benchRender(b, RenderNetworkConfigV1) }
-func BenchmarkRenderNetworkConfigV2(b *testing.B) { benchRender(b, RenderNetworkConfigV2) }
-func BenchmarkRenderNetworkDataJSON(b *testing.B) { benchRender(b, RenderNetworkDataJSON) }
+func BenchmarkRenderNetworkConfigV2(b *testing.B) { benchRender(b, renderNetworkConfigV2) }
+func BenchmarkRenderNetworkDataJSON(b *testing.B) { benchRender(b, renderNetworkDataJSON) }
 
 const benchUserV2 = "version: 2\nethernets:\n  eth0:\n    match: {macaddress: \"02:00:00:00:ff:01\"}\n    dhcp4: true\n"
 

@@ -31,7 +31,7 @@ import (
 func cloudbasePrimaries(p *nicPlan) map[model.Family]int {
 	primary := map[model.Family]int{}
 	for j, a := range p.static {
-		f := family(a.Addr())
+		f := model.FamilyOf(a.Addr())
 		cur, seen := primary[f]
 		switch gw := p.gateway(f); {
 		case !seen:

@@ -108,7 +108,7 @@ func cloudbaseApply(data []byte, macs []string) (map[string]*winAdapter, error) 
 			return out, fmt.Errorf("network on link %q: no adapter of that name", n.Link)
 		}
 		addr := netip.MustParseAddr(n.IP)
-		f := family(addr)
+		f := model.FamilyOf(addr)
 		p := netip.PrefixFrom(addr, bits(n.Netmask))
 		delete(a.Gateway, f)
 		a.Address[f] = p
@@ -172,7 +172,7 @@ func wantOnWindows(t *testing.T, b model.BoundInterface) *winAdapter {
 func TestNetworkDataJSON_CloudbaseInitAppliesEachRenderCaseWhole(t *testing.T) {
 	for _, tc := range renderCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			nd, err := RenderNetworkDataJSON(tc.ifaces)
+			nd, err := renderNetworkDataJSON(tc.ifaces)
 			require.NoError(t, err)
 			got, err := cloudbaseApply(nd, macsOf(tc.ifaces))
 			require.NoError(t, err, "cloudbase-init stops on our data")
@@ -271,7 +271,7 @@ func TestNetworkDataJSON_Shape(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			nd, err := RenderNetworkDataJSON(tc.ifaces)
+			nd, err := renderNetworkDataJSON(tc.ifaces)
 			require.NoError(t, err)
 			tc.check(t, decodeND(t, nd))
 		})

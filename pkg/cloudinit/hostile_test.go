@@ -11,6 +11,7 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
 
 // ourKeys are the only mapping keys our renderers write (v1, v2, network_data.json).
@@ -145,7 +146,7 @@ func TestRender_HostileStringsInNonDNSFields_GiveSafeOutputWithOnlyOurKeys(t *te
 
 func TestRender_HostileDNSSearchDomain_IsAnErrorNamingTheInterface(t *testing.T) {
 	for _, s := range hostileStrings {
-		if isDNSName(s) && len(s) <= 253 {
+		if netval.ValidDNSName(s) {
 			continue // a valid domain name, e.g. "eth0"
 		}
 		for _, field := range []string{"Search", "Domain"} {
@@ -159,7 +160,7 @@ func TestRender_HostileDNSSearchDomain_IsAnErrorNamingTheInterface(t *testing.T)
 				ifaces[0].DNS.Domain = s
 			}
 			for format, render := range map[string]func([]model.BoundInterface) ([]byte, error){
-				"v1": RenderNetworkConfigV1, "v2": RenderNetworkConfigV2, "json": RenderNetworkDataJSON,
+				"v1": RenderNetworkConfigV1, "v2": renderNetworkConfigV2, "json": renderNetworkDataJSON,
 			} {
 				_, err := render(ifaces)
 				require.Error(t, err, "%s: DNS %s %q", format, field, s)
@@ -218,7 +219,7 @@ func TestRender_RejectsInterfacesItCannotConfigure_NamingThem(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ifaces := mergeIfaces()
 			tc.mod(&ifaces[0])
-			for _, render := range []func([]model.BoundInterface) ([]byte, error){RenderNetworkConfigV1, RenderNetworkConfigV2, RenderNetworkDataJSON} {
+			for _, render := range []func([]model.BoundInterface) ([]byte, error){RenderNetworkConfigV1, renderNetworkConfigV2, renderNetworkDataJSON} {
 				_, err := render(ifaces)
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), `interface "net1"`)
@@ -240,9 +241,9 @@ func renderAllForms(t *testing.T, ifaces []model.BoundInterface, users map[strin
 	var err error
 	outputs["v1"], err = RenderNetworkConfigV1(ifaces)
 	require.NoError(t, err)
-	outputs["v2"], err = RenderNetworkConfigV2(ifaces)
+	outputs["v2"], err = renderNetworkConfigV2(ifaces)
 	require.NoError(t, err)
-	outputs["json"], err = RenderNetworkDataJSON(ifaces)
+	outputs["json"], err = renderNetworkDataJSON(ifaces)
 	require.NoError(t, err)
 	outputs["merge-v1"], err = MergeNoCloud(users["v1"], ifaces)
 	require.NoError(t, err)
@@ -251,20 +252,6 @@ func renderAllForms(t *testing.T, ifaces []model.BoundInterface, users map[strin
 	outputs["merge-json"], err = MergeNetworkDataJSON(users["json"], ifaces)
 	require.NoError(t, err)
 	return outputs
-}
-
-// dnsNamePattern is the regexp isDNSName replaces; kept here as its oracle.
-var dnsNamePattern = regexp.MustCompile(`^([a-zA-Z0-9_]([a-zA-Z0-9_-]{0,61}[a-zA-Z0-9_])?)(\.[a-zA-Z0-9_]([a-zA-Z0-9_-]{0,61}[a-zA-Z0-9_])?)*\.?$`)
-
-func FuzzIsDNSName_AgreesWithTheRFC1123Pattern(f *testing.F) {
-	for _, s := range []string{"", ".", "a", "a.", "a..b", "-a", "a-", "a_b.c-d.example", "x\ny", strings.Repeat("a", 63), strings.Repeat("a", 64), "a." + strings.Repeat("b", 63) + ".", "ä.example"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		if got, want := isDNSName(s), dnsNamePattern.MatchString(s); got != want {
-			t.Fatalf("isDNSName(%q) = %v, the pattern says %v", s, got, want)
-		}
-	})
 }
 
 // The patterns guestName's hand-written checks replace; kept here as their oracle.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"sort"
 
 	yaml "go.yaml.in/yaml/v3"
 )
@@ -107,28 +106,18 @@ func writeNetworkData(top map[string]json.RawMessage, lists map[string][]json.Ra
 			size += len(v) + 8
 		}
 	}
-	sort.Strings(keys)
 	buf := bytes.NewBuffer(make([]byte, 0, size))
-	buf.WriteString("{")
-	for i, k := range keys {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		buf.WriteString("\n  ")
-		if err := writeJSONString(buf, k); err != nil {
-			return nil, err
-		}
-		buf.WriteString(": ")
+	err := writeObjectMembers(buf, keys, "\n  ", ": ", func(k string) error {
 		list, isList := lists[k]
 		if !isList {
 			if err := json.Compact(buf, top[k]); err != nil {
-				return nil, fmt.Errorf("%q: %w", k, err)
+				return fmt.Errorf("%q: %w", k, err)
 			}
-			continue
+			return nil
 		}
 		if len(list) == 0 {
 			buf.WriteString("[]")
-			continue
+			return nil
 		}
 		buf.WriteByte('[')
 		for j, v := range list {
@@ -143,10 +132,14 @@ func writeNetworkData(top map[string]json.RawMessage, lists map[string][]json.Ra
 				err = json.Compact(buf, v)
 			}
 			if err != nil {
-				return nil, fmt.Errorf("%q entry %d: %w", k, j, err)
+				return fmt.Errorf("%q entry %d: %w", k, j, err)
 			}
 		}
 		buf.WriteString("\n  ]")
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(keys) > 0 {
 		buf.WriteByte('\n')

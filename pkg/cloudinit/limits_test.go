@@ -40,7 +40,7 @@ func TestMergeNetworkDataJSON_NestedUserValues_OutputGrowsWithTheInputOnly(t *te
 	}
 	b.WriteString("]}")
 	user := []byte(b.String())
-	ours, err := RenderNetworkDataJSON(mergeIfaces())
+	ours, err := renderNetworkDataJSON(mergeIfaces())
 	require.NoError(t, err)
 
 	out, err := MergeNetworkDataJSON(user, mergeIfaces())

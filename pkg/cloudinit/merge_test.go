@@ -201,7 +201,7 @@ func TestMergeNetworkDataJSON_RejectsWhatItCannotParse_NamingNetworkData(t *test
 func TestMerge_EmptyUserDataGivesOursAlone(t *testing.T) {
 	v1, err := RenderNetworkConfigV1(mergeIfaces())
 	require.NoError(t, err)
-	nd, err := RenderNetworkDataJSON(mergeIfaces())
+	nd, err := renderNetworkDataJSON(mergeIfaces())
 	require.NoError(t, err)
 	for _, user := range []string{"", "  \n", "# only a comment\n", "null\n", "~"} {
 		got, err := MergeNoCloud([]byte(user), mergeIfaces())

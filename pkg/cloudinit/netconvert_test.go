@@ -592,8 +592,8 @@ func TestNetConvert_GeneratedConfigRendersCorrectlyOnEveryRenderer(t *testing.T)
 		quirk      func(string, facts) facts
 	}{
 		{"v1", "yaml", RenderNetworkConfigV1, layer2Quirk("v1")},
-		{"v2", "yaml", RenderNetworkConfigV2, layer2Quirk("v2")},
-		{"network_data.json", "network_data.json", RenderNetworkDataJSON, networkDataQuirk},
+		{"v2", "yaml", renderNetworkConfigV2, layer2Quirk("v2")},
+		{"network_data.json", "network_data.json", renderNetworkDataJSON, networkDataQuirk},
 	}
 	for _, format := range formats {
 		t.Run(format.name, func(t *testing.T) {

@@ -101,7 +101,7 @@ func ndParts(plans []nicPlan, taken func(string) bool) []ndPart {
 		}
 		primary := cloudbasePrimaries(p)
 		for j, a := range p.static {
-			f := family(a.Addr())
+			f := model.FamilyOf(a.Addr())
 			isPrimary := primary[f] == j
 			n := ndNetwork{
 				ID:        unique(fmt.Sprintf("%s-ipv%d-%d", p.name, f, j)),
@@ -119,7 +119,7 @@ func ndParts(plans []nicPlan, taken func(string) bool) []ndPart {
 			add(f, n, isPrimary)
 		}
 		for _, r := range p.routes {
-			idx := routeTo[family(r.Dest.Addr())] // planNIC guarantees a network of the route's family
+			idx := routeTo[model.FamilyOf(r.Dest.Addr())] // planNIC guarantees a network of the route's family
 			part.networks[idx].Routes = append(part.networks[idx].Routes, ndRouteOf(r))
 		}
 		if len(part.networks) == 0 {
@@ -137,11 +137,6 @@ func ndParts(plans []nicPlan, taken func(string) bool) []ndPart {
 		parts = append(parts, part)
 	}
 	return parts
-}
-
-// RenderNetworkDataJSON renders OpenStack network_data.json (ConfigDrive) for ifaces.
-func RenderNetworkDataJSON(ifaces []model.BoundInterface) ([]byte, error) {
-	return MergeNetworkDataJSON(nil, ifaces)
 }
 
 // MergeNetworkDataJSON adds our links and networks to the user's network_data.json, before theirs (see

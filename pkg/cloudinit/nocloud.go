@@ -26,27 +26,6 @@ func RenderNetworkConfigV1(ifaces []model.BoundInterface) ([]byte, error) {
 	return nodeJSON(root)
 }
 
-// RenderNetworkConfigV2 renders NoCloud network-config version 2 for ifaces, as JSON (which is YAML); used only when the user's
-// own networkData is v2, because cloud-init never mixes versions in one document.
-func RenderNetworkConfigV2(ifaces []model.BoundInterface) ([]byte, error) {
-	plans, err := planNICs(ifaces)
-	if err != nil {
-		return nil, err
-	}
-	ethernets := mapNode()
-	for i := range plans {
-		entry, err := v2Ethernet(&plans[i])
-		if err != nil {
-			return nil, err
-		}
-		setQuotedKey(ethernets, plans[i].name, entry)
-	}
-	root := mapNode()
-	set(root, "version", intNode(2))
-	set(root, "ethernets", ethernets)
-	return nodeJSON(root)
-}
-
 func addrSeq(as []netip.Addr) *yaml.Node {
 	s := seqNode()
 	for _, a := range as {
@@ -93,7 +72,7 @@ func v1Physical(p *nicPlan) *yaml.Node {
 		s := mapNode()
 		set(s, "type", strNode("static"))
 		set(s, "address", strNode(a.String()))
-		f := family(a.Addr())
+		f := model.FamilyOf(a.Addr())
 		if firstOf[f] == nil {
 			firstOf[f] = s
 			if gw := p.gateway(f); gw.IsValid() {
@@ -159,7 +138,7 @@ func v2Ethernet(p *nicPlan) (*yaml.Node, error) {
 	}
 	addresses := p.static
 	if len(p.routes) > 0 {
-		rf := family(p.routes[0].Dest.Addr())
+		rf := model.FamilyOf(p.routes[0].Dest.Addr())
 		if len(p.routesOf(rf)) != len(p.routes) {
 			return nil, fmt.Errorf("cloud-init v2 config for interface %q: routes of both IP families cannot be rendered correctly by cloud-init 22.4.2 from v2 (use network-config v1)", p.iface)
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
 
 // nicPlan is one bound interface reduced to what every output format needs, validated once so that the
@@ -29,18 +30,11 @@ type nicPlan struct {
 	search      []string
 }
 
-func family(a netip.Addr) model.Family {
-	if a.Is4() {
-		return model.IPv4
-	}
-	return model.IPv6
-}
-
 // staticOf returns the static addresses of one family, in order.
 func (p *nicPlan) staticOf(f model.Family) []netip.Prefix {
 	var out []netip.Prefix
 	for _, a := range p.static {
-		if family(a.Addr()) == f {
+		if model.FamilyOf(a.Addr()) == f {
 			out = append(out, a)
 		}
 	}
@@ -57,7 +51,7 @@ func (p *nicPlan) gateway(f model.Family) netip.Addr {
 func (p *nicPlan) routesOf(f model.Family) []model.Route {
 	var out []model.Route
 	for _, r := range p.routes {
-		if family(r.Dest.Addr()) == f {
+		if model.FamilyOf(r.Dest.Addr()) == f {
 			out = append(out, r)
 		}
 	}
@@ -133,30 +127,8 @@ func looksKernelAssigned(s string) bool {
 	return false
 }
 
-// isDNSName is what we accept as a search domain: RFC 1123 labels (plus "_") of 1-63 characters that
-// neither start nor end with "-", dot-separated, with an optional final dot, so that a value can never
-// carry separators into the files cloud-init renders (resolv.conf, ifcfg, .network) even though our
-// YAML/JSON quoting is safe. Written by hand rather than as a regexp: the equivalent pattern's
-// {0,61} repetitions cost 114 KiB and 0.25 ms at every sidecar start (test/bench).
-func isDNSName(s string) bool {
-	s = strings.TrimSuffix(s, ".")
-	if s == "" {
-		return false
-	}
-	for label := range strings.SplitSeq(s, ".") {
-		if len(label) == 0 || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
-			return false
-		}
-		for i := 0; i < len(label); i++ {
-			c := label[i]
-			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-				return false
-			}
-		}
-	}
-	return true
-}
-
+// checkAddr is the cloud-init renderers' own precondition on an address the model gives them: the
+// model has applied netval.CheckUnicast, and this only keeps forms no renderer can write out of the files.
 func checkAddr(a netip.Addr) error {
 	switch {
 	case !a.IsValid():
@@ -193,39 +165,69 @@ func planNICs(ifaces []model.BoundInterface) ([]nicPlan, error) {
 	return plans, nil
 }
 
+// planNIC validates one interface and reduces it to a plan, step by step; each step reads the interface
+// and what the steps before it planned.
 func planNIC(b *model.BoundInterface) (nicPlan, error) {
 	p := nicPlan{iface: b.Name, name: guestNameOf(b), mtu: b.MTU}
-	if b.MAC == nil {
-		return p, fmt.Errorf("no MAC address from any source (VMI macAddress, network-status, pod-networks): cloud-init can only match the NIC by MAC")
+	if err := p.planLink(b); err != nil {
+		return p, err
 	}
-	if len(b.MAC) != 6 {
-		return p, fmt.Errorf("MAC %q is not a 6-byte Ethernet address", b.MAC.String())
+	present, err := addressFamilies(b.Addresses)
+	if err != nil {
+		return p, err
 	}
-	p.mac = strings.ToLower(b.MAC.String())
-	if b.MTU != 0 && (b.MTU < 68 || b.MTU > 65535) {
-		return p, fmt.Errorf("MTU %d out of range 68-65535", b.MTU)
+	if err := p.planGateways(b.Gateways); err != nil {
+		return p, err
 	}
+	if err := p.planAddressing(b, present); err != nil {
+		return p, err
+	}
+	if err := p.planRoutes(b.Routes); err != nil {
+		return p, err
+	}
+	return p, p.planDNS(b.DNS)
+}
 
+// planLink checks what the link itself needs: a 48-bit MAC to match the NIC by, and an MTU in range.
+func (p *nicPlan) planLink(b *model.BoundInterface) error {
+	if b.MAC == nil {
+		return fmt.Errorf("no MAC address from any source (VMI macAddress, network-status, pod-networks): cloud-init can only match the NIC by MAC")
+	}
+	mac, ok := netval.MACFromHardwareAddr(b.MAC)
+	if !ok {
+		return fmt.Errorf("MAC %q is not a 6-byte Ethernet address", b.MAC.String())
+	}
+	p.mac = mac.String()
+	return netval.CheckMTU(b.MTU)
+}
+
+// addressFamilies validates the interface's addresses and says which families they cover.
+func addressFamilies(addrs []netip.Prefix) (map[model.Family]bool, error) {
 	present := map[model.Family]bool{}
-	for _, a := range b.Addresses {
+	for _, a := range addrs {
 		if !a.IsValid() {
-			return p, fmt.Errorf("address %q: invalid prefix", a.String())
+			return nil, fmt.Errorf("address %q: invalid prefix", a.String())
 		}
 		if err := checkAddr(a.Addr()); err != nil {
-			return p, fmt.Errorf("address %s: %w", a, err)
+			return nil, fmt.Errorf("address %s: %w", a, err)
 		}
 		if a.Bits() == 0 {
-			return p, fmt.Errorf("address %s has prefix length 0", a)
+			return nil, fmt.Errorf("address %s has prefix length 0", a)
 		}
-		present[family(a.Addr())] = true
+		present[model.FamilyOf(a.Addr())] = true
 	}
-	for _, g := range b.Gateways {
+	return present, nil
+}
+
+// planGateways takes at most one gateway per family.
+func (p *nicPlan) planGateways(gateways []netip.Addr) error {
+	for _, g := range gateways {
 		if err := checkAddr(g); err != nil {
-			return p, fmt.Errorf("gateway: %w", err)
+			return fmt.Errorf("gateway: %w", err)
 		}
-		f := family(g)
+		f := model.FamilyOf(g)
 		if p.gateway(f).IsValid() {
-			return p, fmt.Errorf("two IPv%d gateways (%s, %s): at most one default route per family", f, p.gateway(f), g)
+			return fmt.Errorf("two IPv%d gateways (%s, %s): at most one default route per family", f, p.gateway(f), g)
 		}
 		if f == model.IPv4 {
 			p.gateway4 = g
@@ -233,79 +235,101 @@ func planNIC(b *model.BoundInterface) (nicPlan, error) {
 			p.gateway6 = g
 		}
 	}
+	return nil
+}
 
+// planAddressing decides between DHCP and static addresses; a static gateway needs an address of its
+// family to hang the default route on.
+func (p *nicPlan) planAddressing(b *model.BoundInterface, present map[model.Family]bool) error {
 	if b.DHCP {
 		// The DHCP server supplies addresses, default route and DNS; the model's addresses and gateways only
 		// tell which families to ask for. With none known, IPv4 (OKEP-6224 localnet DHCP).
 		p.dhcp4 = present[model.IPv4] || p.gateway4.IsValid() || !present[model.IPv6] && !p.gateway6.IsValid()
 		p.dhcp6 = present[model.IPv6] || p.gateway6.IsValid()
 		p.gateway4, p.gateway6 = netip.Addr{}, netip.Addr{}
-	} else {
-		p.static = append([]netip.Prefix(nil), b.Addresses...)
-		for _, f := range []model.Family{model.IPv4, model.IPv6} {
-			if p.gateway(f).IsValid() && !present[f] {
-				return p, fmt.Errorf("IPv%d gateway %s but no IPv%d address to attach the default route to", f, p.gateway(f), f)
-			}
+		return nil
+	}
+	p.static = append([]netip.Prefix(nil), b.Addresses...)
+	for _, f := range []model.Family{model.IPv4, model.IPv6} {
+		if p.gateway(f).IsValid() && !present[f] {
+			return fmt.Errorf("IPv%d gateway %s but no IPv%d address to attach the default route to", f, p.gateway(f), f)
 		}
 	}
+	return nil
+}
 
-	for _, r := range b.Routes {
+// planRoutes keeps the non-default routes whose family the interface has.
+func (p *nicPlan) planRoutes(routes []model.Route) error {
+	for _, r := range routes {
 		if !r.Dest.IsValid() {
-			return p, fmt.Errorf("route destination %q: invalid prefix", r.Dest.String())
+			return fmt.Errorf("route destination %q: invalid prefix", r.Dest.String())
 		}
 		if r.Dest.Bits() == 0 {
-			return p, fmt.Errorf("route %s: default routes must come as gateways (cloud-init 22.4.2 mis-renders ::/0 routes)", r.Dest)
+			return fmt.Errorf("route %s: default routes must come as gateways (cloud-init 22.4.2 mis-renders ::/0 routes)", r.Dest)
 		}
 		hop := r.NextHop
 		if hop.IsValid() && hop.IsUnspecified() {
 			hop = netip.Addr{} // 0.0.0.0 or ::: on-link, as no next hop
 		}
-		f := family(r.Dest.Addr())
+		if r.Dest.Addr().Is4In6() {
+			if hop.IsValid() {
+				if err := checkAddr(hop); err != nil {
+					return fmt.Errorf("route %s next hop: %w", r.Dest, err)
+				}
+				return fmt.Errorf("route %s via %s mixes address families", r.Dest, hop)
+			}
+			return fmt.Errorf("route %s: IPv4-mapped IPv6 destination", r.Dest)
+		}
+		f := model.FamilyOf(r.Dest.Addr())
 		if hop.IsValid() {
 			if err := checkAddr(hop); err != nil {
-				return p, fmt.Errorf("route %s next hop: %w", r.Dest, err)
+				return fmt.Errorf("route %s next hop: %w", r.Dest, err)
 			}
-			if r.Dest.Addr().Is4In6() || family(hop) != f {
-				return p, fmt.Errorf("route %s via %s mixes address families", r.Dest, hop)
+			if model.FamilyOf(hop) != f {
+				return fmt.Errorf("route %s via %s mixes address families", r.Dest, hop)
 			}
-		} else if r.Dest.Addr().Is4In6() {
-			return p, fmt.Errorf("route %s: IPv4-mapped IPv6 destination", r.Dest)
 		}
 		if !p.hasFamily(f) {
-			return p, fmt.Errorf("route %s via %s but the interface has no IPv%d address", r.Dest, viaText(hop), f)
+			return fmt.Errorf("route %s via %s but the interface has no IPv%d address", r.Dest, viaText(hop), f)
 		}
 		p.routes = append(p.routes, model.Route{Dest: r.Dest.Masked(), NextHop: hop})
 	}
+	return nil
+}
 
-	if len(p.static) > 0 {
-		// DNS is per subnet in cloud-init; DHCP NICs take it from the DHCP server, and a NIC without
-		// addresses has no subnet to carry it.
-		seen := map[netip.Addr]bool{}
-		for _, ns := range b.DNS.Nameservers {
-			if err := checkAddr(ns); err != nil {
-				return p, fmt.Errorf("DNS nameserver: %w", err)
-			}
-			if !seen[ns] {
-				seen[ns] = true
-				p.nameservers = append(p.nameservers, ns)
-			}
+// planDNS takes nameservers and search domains for a NIC with static addresses: DNS is per subnet in
+// cloud-init; DHCP NICs take it from the DHCP server, and a NIC without addresses has no subnet to carry it.
+func (p *nicPlan) planDNS(dns model.DNS) error {
+	if len(p.static) == 0 {
+		return nil
+	}
+	seen := map[netip.Addr]bool{}
+	for _, ns := range dns.Nameservers {
+		if err := checkAddr(ns); err != nil {
+			return fmt.Errorf("DNS nameserver: %w", err)
 		}
-		domains := b.DNS.Search
-		if b.DNS.Domain != "" {
-			domains = append([]string{b.DNS.Domain}, domains...)
-		}
-		seenDomain := map[string]bool{}
-		for _, d := range domains {
-			if len(d) > 253 || !isDNSName(d) {
-				return p, fmt.Errorf("DNS search domain %q is not a valid domain name", d)
-			}
-			if !seenDomain[d] {
-				seenDomain[d] = true
-				p.search = append(p.search, d)
-			}
+		if !seen[ns] {
+			seen[ns] = true
+			p.nameservers = append(p.nameservers, ns)
 		}
 	}
-	return p, nil
+	domains := dns.Search
+	if dns.Domain != "" {
+		domains = append([]string{dns.Domain}, domains...)
+	}
+	seenDomain := map[string]bool{}
+	for _, d := range domains {
+		// The DNS-name rule keeps separators out of the files cloud-init renders (resolv.conf, ifcfg,
+		// .network) even though our YAML/JSON quoting is safe.
+		if !netval.ValidDNSName(d) {
+			return fmt.Errorf("DNS search domain %q is not a valid domain name", d)
+		}
+		if !seenDomain[d] {
+			seenDomain[d] = true
+			p.search = append(p.search, d)
+		}
+	}
+	return nil
 }
 
 // onLinkGateway is the gateway text of a route with no next hop (on-link). cloud-init 22.4.2 has no
@@ -327,7 +351,7 @@ func routeGateway(r model.Route) string {
 	if r.NextHop.IsValid() {
 		return r.NextHop.String()
 	}
-	return onLinkGateway(family(r.Dest.Addr()))
+	return onLinkGateway(model.FamilyOf(r.Dest.Addr()))
 }
 
 func viaText(hop netip.Addr) string {

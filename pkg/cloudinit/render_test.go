@@ -14,11 +14,11 @@ func TestRender_MatchesGoldenFiles(t *testing.T) {
 			require.NoError(t, err)
 			assertGolden(t, goldenPath("render", tc.name+".v1.yaml"), v1)
 
-			nd, err := RenderNetworkDataJSON(tc.ifaces)
+			nd, err := renderNetworkDataJSON(tc.ifaces)
 			require.NoError(t, err)
 			assertGolden(t, goldenPath("render", tc.name+".network_data.json"), nd)
 
-			v2, err := RenderNetworkConfigV2(tc.ifaces)
+			v2, err := renderNetworkConfigV2(tc.ifaces)
 			if tc.errV2 != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tc.errV2)

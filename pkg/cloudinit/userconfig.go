@@ -49,26 +49,9 @@ func UserConfigured(dataSource string, user []byte, ifaces []model.BoundInterfac
 			macs, names = userNICsV2(body, lookup)
 		}
 	case dataSourceConfigDrive:
-		var top struct {
-			Links []json.RawMessage `json:"links"`
-		}
-		if json.Unmarshal(user, &top) != nil {
+		var err error
+		if macs, names, err = userLinkKeys(user); err != nil {
 			return nil
-		}
-		for _, raw := range top.Links {
-			var l struct {
-				MAC  *string `json:"ethernet_mac_address"`
-				Name *string `json:"name"`
-			}
-			if json.Unmarshal(raw, &l) != nil {
-				continue
-			}
-			if l.MAC != nil {
-				macs = append(macs, *l.MAC)
-			}
-			if l.Name != nil {
-				names = append(names, *l.Name)
-			}
 		}
 	}
 	if len(macs)+len(names) == 0 {

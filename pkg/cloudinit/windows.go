@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
 
 // What cloudbase-init's NetworkConfigPlugin leaves out of network_data.json (cloudbase.go): routes other
@@ -168,7 +169,7 @@ func windowsNICSection(w *strings.Builder, p *nicPlan) error {
 	var cmds []string
 	primary := cloudbasePrimaries(p)
 	for j, a := range p.static {
-		if primary[family(a.Addr())] == j {
+		if primary[model.FamilyOf(a.Addr())] == j {
 			continue // applied by cloudbase-init
 		}
 		addr, err := psAddr(a.Addr())
@@ -199,24 +200,16 @@ func windowsNICSection(w *strings.Builder, p *nicPlan) error {
 		cmds = append(cmds, "Set-NetIPInterface -InterfaceIndex $idx -AddressFamily IPv6 -NlMtuBytes "+strconv.Itoa(p.mtu))
 	}
 	if len(p.nameservers) > 0 {
-		list := make([]string, 0, len(p.nameservers))
-		for _, ns := range p.nameservers {
-			s, err := psAddr(ns)
-			if err != nil {
-				return err
-			}
-			list = append(list, s)
+		list, err := psLiterals(p.nameservers, psAddr)
+		if err != nil {
+			return err
 		}
 		cmds = append(cmds, "Set-DnsClientServerAddress -InterfaceIndex $idx -ServerAddresses @("+strings.Join(list, ", ")+")")
 	}
 	if len(p.search) > 0 {
-		list := make([]string, 0, len(p.search))
-		for _, d := range p.search {
-			s, err := psDomain(d)
-			if err != nil {
-				return err
-			}
-			list = append(list, s)
+		list, err := psLiterals(p.search, psDomain)
+		if err != nil {
+			return err
 		}
 		// Windows has one suffix per adapter and one global search list: the first domain becomes the
 		// adapter's, all are added to the global list (the footer).
@@ -289,8 +282,21 @@ func psMAC(mac string) (string, error) {
 	return psLiteral(win, func(c byte) bool { return isHexByte(c) || c == '-' })
 }
 
+// psLiterals renders every item with lit, failing on the first it refuses.
+func psLiterals[T any](items []T, lit func(T) (string, error)) ([]string, error) {
+	out := make([]string, 0, len(items))
+	for _, item := range items {
+		s, err := lit(item)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
 func psDomain(d string) (string, error) {
-	if !isDNSName(d) {
+	if !netval.ValidDNSName(d) {
 		return "", fmt.Errorf("search domain %q is not a valid domain name", d)
 	}
 	return psLiteral(d, func(c byte) bool { return isIfnameByte(c) || c == '.' })

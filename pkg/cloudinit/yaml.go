@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 
 	yaml "go.yaml.in/yaml/v3"
@@ -270,6 +271,27 @@ func writeNodeJSON(buf *bytes.Buffer, n *yaml.Node) error {
 		}
 	default:
 		return fmt.Errorf("encoding JSON: node kind %d", n.Kind)
+	}
+	return nil
+}
+
+// writeObjectMembers sorts keys and writes '{' and the members: each as sep, the quoted key, colon and
+// what value writes. The caller writes the closing brace (and any layout before it).
+func writeObjectMembers(buf *bytes.Buffer, keys []string, sep, colon string, value func(key string) error) error {
+	sort.Strings(keys)
+	buf.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.WriteString(sep)
+		if err := writeJSONString(buf, k); err != nil {
+			return err
+		}
+		buf.WriteString(colon)
+		if err := value(k); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
 
 // Errors Apply and WiredByKubeVirt wrap, for errors.Is.
@@ -86,15 +87,15 @@ func (doc *document) apply(domainXML []byte, ifaces []model.BoundInterface) ([]b
 		return nil, fmt.Errorf("%w: no <devices> element to add hostdevs for interface %q to", ErrMalformedDomain, needed[0].Name)
 	}
 
-	aliases := make(map[string]string, len(needed)) // hostdev alias -> interface name
-	hostPCI := make(map[string]string, len(needed)) // normalised host PCI address -> interface name
+	aliases := make(map[string]string, len(needed))            // hostdev alias -> interface name
+	hostPCI := make(map[netval.PCIAddress]string, len(needed)) // host PCI address -> interface name
 	var hostdevs []hostdevXML
 	for _, iface := range needed {
 		hd, err := newHostdev(iface)
 		if err != nil {
 			return nil, err
 		}
-		key := strings.ToLower(iface.HostPCIAddress)
+		key, _ := netval.ParsePCIAddress(iface.HostPCIAddress) // newHostdev has parsed it
 		if other, dup := hostPCI[key]; dup {
 			return nil, fmt.Errorf("%w: interfaces %q and %q both have host PCI address %q",
 				ErrInvalidInterface, other, iface.Name, iface.HostPCIAddress)

@@ -2,12 +2,11 @@ package domain
 
 import (
 	"fmt"
-	"regexp"
-	"strconv"
 
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
 
 const (
@@ -20,13 +19,7 @@ const (
 	sriovAliasPrefix = "sriov-"
 
 	deviceTypePCI = "pci"
-	// maxPCISlot: a PCI device number is 5 bits; libvirt rejects a larger slot.
-	maxPCISlot = 0x1f
 )
-
-// pciAddressPattern is the domain:bus:slot.function form of device-info "pci-address" and of the VMI
-// interface "pciAddress" (KubeVirt pkg/util/hardware/hw_utils.go, PCI_ADDRESS_PATTERN).
-var pciAddressPattern = regexp.MustCompile(`^([0-9a-fA-F]{4}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$`)
 
 // HostdevAlias is the libvirt alias of the hostdev that carries interface ifaceName's VF.
 func HostdevAlias(ifaceName string) string {
@@ -84,25 +77,13 @@ func newHostdev(iface model.BoundInterface) (*libvirtxml.DomainHostdev, error) {
 	return hostdev, nil
 }
 
-// parsePCIAddress converts "0000:65:00.2" into libvirt's PCI address.
+// parsePCIAddress converts "0000:65:00.2" into libvirt's PCI address; the rule (widths, slot and
+// function bounds) is pkg/netval's, the same that downwardapi and model applied at the input.
 func parsePCIAddress(s string) (*libvirtxml.DomainAddressPCI, error) {
-	m := pciAddressPattern.FindStringSubmatch(s)
-	if m == nil {
-		return nil, fmt.Errorf("%w: %q: want dddd:bb:ss.f in hex", ErrInvalidPCIAddress, s)
+	a, err := netval.ParsePCIAddress(s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidPCIAddress, err)
 	}
-	var fields [4]uint
-	for i := range fields {
-		// Cannot fail: the pattern admits at most four hex digits.
-		v, err := strconv.ParseUint(m[i+1], 16, 32)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %q: %w", ErrInvalidPCIAddress, s, err)
-		}
-		fields[i] = uint(v)
-	}
-	if fields[2] > maxPCISlot {
-		return nil, fmt.Errorf("%w: %q: slot 0x%02x is above 0x%02x", ErrInvalidPCIAddress, s, fields[2], maxPCISlot)
-	}
-	return &libvirtxml.DomainAddressPCI{
-		Domain: &fields[0], Bus: &fields[1], Slot: &fields[2], Function: &fields[3],
-	}, nil
+	domain, bus, slot, function := uint(a.Domain), uint(a.Bus), uint(a.Slot), uint(a.Function)
+	return &libvirtxml.DomainAddressPCI{Domain: &domain, Bus: &bus, Slot: &slot, Function: &function}, nil
 }

@@ -1,12 +1,8 @@
 package domain
 
 import (
-	"bytes"
 	"context"
-	"encoding/xml"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 )
@@ -98,49 +94,4 @@ func (doc *document) podNIC(src []byte, ifaceName string) (interfaceElement, dev
 		return el, d, true, nil
 	}
 	return interfaceElement{}, device{}, false, nil
-}
-
-// interfaceElement is what SetPodNICMAC needs to know of one <interface> element.
-type interfaceElement struct {
-	startTagEnd int    // offset just after the start tag
-	firstIndent string // whitespace-only text right after the start tag ("" when none)
-	hasMAC      bool   // a direct <mac> child exists
-	mac         string // its address attribute
-}
-
-func scanInterface(src []byte) (interfaceElement, error) {
-	var el interfaceElement
-	dec := xml.NewDecoder(bytes.NewReader(src))
-	dec.Strict = true
-	depth := 0
-	for {
-		start := int(dec.InputOffset())
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			return el, nil
-		}
-		if err != nil {
-			return el, err
-		}
-		end := int(dec.InputOffset())
-		switch t := tok.(type) {
-		case xml.StartElement:
-			if depth == 0 {
-				el.startTagEnd = end
-				if src[end-2] == '/' { // <interface .../>: no room for a child without rewriting the tag
-					return el, errors.New("self-closing element")
-				}
-			}
-			if depth == 1 && isLibvirt(t.Name, "mac") && !el.hasMAC {
-				el.hasMAC, el.mac = true, attr(t, "address")
-			}
-			depth++
-		case xml.EndElement:
-			depth--
-		case xml.CharData:
-			if depth == 1 && start == el.startTagEnd && isSpace(src[start:end]) {
-				el.firstIndent = string(src[start:end])
-			}
-		}
-	}
 }

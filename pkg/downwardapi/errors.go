@@ -9,9 +9,6 @@ import (
 // ErrClosed is the cause of a MissingError returned because the Watcher was closed.
 var ErrClosed = errors.New("downwardapi watcher closed")
 
-// maxQuoted bounds how much of a hostile value an error message repeats.
-const maxQuoted = 64
-
 // FieldError is a parse or validation failure at one field of one source. Every parser returns it
 // (possibly wrapped), so callers can tell which file or annotation, which network and which field.
 type FieldError struct {
@@ -21,31 +18,20 @@ type FieldError struct {
 	Err    error
 }
 
+// Error reads "<source>[: <key>][: field <field>]: <cause>".
 func (e *FieldError) Error() string {
-	var b strings.Builder
-	b.WriteString(e.Source)
+	parts := make([]string, 0, 4)
+	parts = append(parts, e.Source)
 	if e.Key != "" {
-		b.WriteString(": ")
-		b.WriteString(e.Key)
+		parts = append(parts, e.Key)
 	}
 	if e.Field != "" {
-		b.WriteString(": field ")
-		b.WriteString(e.Field)
+		parts = append(parts, "field "+e.Field)
 	}
-	b.WriteString(": ")
-	b.WriteString(e.Err.Error())
-	return b.String()
+	return strings.Join(append(parts, e.Err.Error()), ": ")
 }
 
 func (e *FieldError) Unwrap() error { return e.Err }
-
-// quote renders an untrusted value for an error message: Go-quoted and truncated.
-func quote(s string) string {
-	if len(s) > maxQuoted {
-		return fmt.Sprintf("%q...(%d bytes)", s[:maxQuoted], len(s))
-	}
-	return fmt.Sprintf("%q", s)
-}
 
 // String renders one missing item as "interface X (network Y): <source> <field>".
 func (m Missing) String() string {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
 
 // The fuzz targets check that no input panics and that what parses is self-consistent. Seeds are added
@@ -87,7 +89,7 @@ func FuzzParseNetworkStatus(f *testing.F) {
 				t.Fatalf("accepted an entry without name: %+v", s)
 			}
 			for _, ip := range s.IPs {
-				if _, err := parseAddr(ip); err != nil {
+				if _, err := netval.ParseAddr(ip); err != nil {
 					t.Fatalf("accepted invalid ip %q", ip)
 				}
 			}

@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
 
 var errTooLarge = fmt.Errorf("larger than %d bytes", MaxFileSize)
@@ -41,13 +42,13 @@ func ParseNetworkInfo(source string, data []byte) (*NetworkInfo, error) {
 		if iface.Network == "" {
 			return nil, &FieldError{Source: source, Field: field("network"), Err: errors.New("empty network name")}
 		}
-		key := "network " + quote(iface.Network)
+		key := "network " + netval.Quote(iface.Network)
 		if seen[iface.Network] {
 			return nil, &FieldError{Source: source, Key: key, Field: field("network"), Err: errors.New("duplicate network")}
 		}
 		seen[iface.Network] = true
 		if iface.Mac != "" {
-			if err := validateHardwareAddr(iface.Mac); err != nil {
+			if err := netval.CheckHardwareAddr(iface.Mac); err != nil {
 				return nil, &FieldError{Source: source, Key: key, Field: field("mac"), Err: err}
 			}
 		}
@@ -87,7 +88,7 @@ func ParseFormatMap(source string, data []byte) (map[string]string, error) {
 		if key == "" {
 			return nil, &FieldError{Source: source, Key: lineKey, Err: errors.New("empty key")}
 		}
-		lineKey = fmt.Sprintf("%s (key %s)", lineKey, quote(key))
+		lineKey = fmt.Sprintf("%s (key %s)", lineKey, netval.Quote(key))
 		if !strings.HasPrefix(quoted, `"`) {
 			return nil, &FieldError{Source: source, Key: lineKey, Err: errors.New("value is not a double-quoted string")}
 		}
@@ -119,9 +120,9 @@ func ParseNetworkStatus(data []byte) ([]NetworkStatus, error) {
 		return nil, &FieldError{Source: source, Err: fmt.Errorf("invalid JSON: %w", err)}
 	}
 	for i, st := range statuses {
-		key := fmt.Sprintf("[%d] network %s", i, quote(st.Name))
+		key := fmt.Sprintf("[%d] network %s", i, netval.Quote(st.Name))
 		if st.Interface != "" {
-			key += " (interface " + quote(st.Interface) + ")"
+			key += " (interface " + netval.Quote(st.Interface) + ")"
 		}
 		fail := func(field string, err error) error {
 			return &FieldError{Source: source, Key: key, Field: field, Err: err}
@@ -130,25 +131,25 @@ func ParseNetworkStatus(data []byte) ([]NetworkStatus, error) {
 			return nil, fail("name", errors.New("empty network name"))
 		}
 		for j, ip := range st.IPs {
-			if _, err := parseAddr(ip); err != nil {
+			if _, err := netval.ParseAddr(ip); err != nil {
 				return nil, fail(fmt.Sprintf("ips[%d]", j), err)
 			}
 		}
 		if st.Mac != "" {
-			if err := validateHardwareAddr(st.Mac); err != nil {
+			if err := netval.CheckHardwareAddr(st.Mac); err != nil {
 				return nil, fail("mac", err)
 			}
 		}
-		if st.Mtu < 0 || st.Mtu > 65535 {
-			return nil, fail("mtu", fmt.Errorf("out of range: %d", st.Mtu))
+		if err := netval.CheckReportedMTU(st.Mtu); err != nil {
+			return nil, fail("mtu", err)
 		}
 		for j, gw := range st.Gateway {
-			if _, err := parseAddr(gw); err != nil {
+			if _, err := netval.ParseAddr(gw); err != nil {
 				return nil, fail(fmt.Sprintf("gateway[%d]", j), err)
 			}
 		}
 		for j, ns := range st.DNS.Nameservers {
-			if _, err := parseAddr(ns); err != nil {
+			if _, err := netval.ParseAddr(ns); err != nil {
 				return nil, fail(fmt.Sprintf("dns.nameservers[%d]", j), err)
 			}
 		}
@@ -196,7 +197,7 @@ func ParsePodNetworks(data []byte) (PodNetworks, error) {
 	}
 	out := make(PodNetworks, len(raw))
 	for name, r := range raw {
-		key := "network " + quote(name)
+		key := "network " + netval.Quote(name)
 		fail := func(field string, err error) error {
 			return &FieldError{Source: source, Key: key, Field: field, Err: err}
 		}
@@ -217,37 +218,22 @@ func ParsePodNetworks(data []byte) (PodNetworks, error) {
 
 func convertPodNetwork(r *podNetworkJSON, fail func(string, error) error) (PodNetwork, error) {
 	pn := PodNetwork{TunnelID: r.TunnelID, Role: r.Role, IPAMMode: r.IPAMMode}
-	ipField, ips := "ip_addresses", r.IPAddresses
-	if len(ips) == 0 && r.IPAddress != "" {
-		ipField, ips = "ip_address", []string{r.IPAddress}
+	var err error
+	ips, ipField := listOrLegacy("ip_addresses", r.IPAddresses, "ip_address", r.IPAddress, false)
+	if pn.IPAddresses, err = parseAll(ips, ipField, netval.ParsePrefix, fail); err != nil {
+		return pn, err
 	}
-	for i, s := range ips {
-		p, err := parsePrefix(s)
-		if err != nil {
-			if ipField == "ip_address" {
-				return pn, fail(ipField, err)
-			}
-			return pn, fail(fmt.Sprintf("%s[%d]", ipField, i), err)
-		}
-		pn.IPAddresses = append(pn.IPAddresses, p)
-	}
-	if err := validateMAC(r.MACAddress); err != nil {
+	mac, err := netval.ParseMAC(r.MACAddress)
+	if err != nil {
 		return pn, fail("mac_address", err)
 	}
-	pn.MAC, _ = net.ParseMAC(r.MACAddress)
-	gwField, gws := "gateway_ips", r.GatewayIPs
-	if len(gws) == 0 && r.GatewayIP != "" {
-		gwField, gws = "gateway_ip", []string{r.GatewayIP}
-	}
-	for i, s := range gws {
-		a, err := parseAddr(s)
-		if err != nil {
-			return pn, fail(fmt.Sprintf("%s[%d]", gwField, i), err)
-		}
-		pn.Gateways = append(pn.Gateways, a)
+	pn.MAC = net.HardwareAddr(mac[:])
+	gws, gwField := listOrLegacy("gateway_ips", r.GatewayIPs, "gateway_ip", r.GatewayIP, true)
+	if pn.Gateways, err = parseAll(gws, gwField, netval.ParseAddr, fail); err != nil {
+		return pn, err
 	}
 	for i, rt := range r.Routes {
-		dest, err := parsePrefix(rt.Dest)
+		dest, err := netval.ParsePrefix(rt.Dest)
 		if err != nil {
 			return pn, fail(fmt.Sprintf("routes[%d].dest", i), err)
 		}
@@ -257,7 +243,7 @@ func convertPodNetwork(r *podNetworkJSON, fail func(string, error) error) (PodNe
 		}
 		route := PodRoute{Dest: dest}
 		if rt.NextHop != "" {
-			nh, err := parseAddr(rt.NextHop)
+			nh, err := netval.ParseAddr(rt.NextHop)
 			if err != nil {
 				return pn, fail(fmt.Sprintf("routes[%d].nextHop", i), err)
 			}
@@ -269,7 +255,7 @@ func convertPodNetwork(r *podNetworkJSON, fail func(string, error) error) (PodNe
 		pn.Routes = append(pn.Routes, route)
 	}
 	if r.IPv6LLAGateway != "" {
-		a, err := parseAddr(r.IPv6LLAGateway)
+		a, err := netval.ParseAddr(r.IPv6LLAGateway)
 		if err != nil {
 			return pn, fail("ipv6_lla_gateway_ip", err)
 		}
@@ -281,96 +267,60 @@ func convertPodNetwork(r *podNetworkJSON, fail func(string, error) error) (PodNe
 	return pn, nil
 }
 
-// parseAddr accepts a bare IPv4 or IPv6 address; zones and IPv4-mapped IPv6 forms are unmapped or refused
-// so that consumers compare families reliably.
-func parseAddr(s string) (netip.Addr, error) {
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Addr{}, fmt.Errorf("invalid IP address %s", quote(s))
+// listOrLegacy returns an OVN-K list field, or, when it is empty, the deprecated single-stack field older
+// OVN-K writes instead, with a function naming entry i for errors (the legacy field with "[0]" only when
+// indexLegacy).
+func listOrLegacy(field string, list []string, legacyField, legacy string, indexLegacy bool) ([]string, func(int) string) {
+	if len(list) == 0 && legacy != "" {
+		return []string{legacy}, func(i int) string {
+			if indexLegacy {
+				return fmt.Sprintf("%s[%d]", legacyField, i)
+			}
+			return legacyField
+		}
 	}
-	if a.Zone() != "" {
-		return netip.Addr{}, fmt.Errorf("invalid IP address %s: zone not allowed", quote(s))
-	}
-	return a.Unmap(), nil
+	return list, func(i int) string { return fmt.Sprintf("%s[%d]", field, i) }
 }
 
-// parsePrefix accepts "addr/bits" and keeps the host bits (pod-networks carries "10.20.2.5/24").
-func parsePrefix(s string) (netip.Prefix, error) {
-	p, err := netip.ParsePrefix(s)
-	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("invalid CIDR %s", quote(s))
+// parseAll parses every entry of a list field; the first bad one fails, named by field.
+func parseAll[T any](list []string, field func(int) string, parse func(string) (T, error), fail func(string, error) error) ([]T, error) {
+	var out []T
+	for i, s := range list {
+		v, err := parse(s)
+		if err != nil {
+			return nil, fail(field(i), err)
+		}
+		out = append(out, v)
 	}
-	if p.Addr().Is4In6() {
-		return netip.Prefix{}, fmt.Errorf("invalid CIDR %s: IPv4-mapped IPv6", quote(s))
-	}
-	return p, nil
+	return out, nil
 }
 
-// validateHardwareAddr accepts any link-layer address net.ParseMAC does (EUI-48, EUI-64, 20-byte
-// IPoIB): network-status and network-info list every network of the pod, not only ours, and an
-// InfiniBand secondary network must not make the whole annotation unusable. Whether a MAC fits a
-// guest Ethernet NIC is pkg/model's check, for the interfaces bound to us.
-func validateHardwareAddr(s string) error {
-	if _, err := net.ParseMAC(s); err != nil {
-		return fmt.Errorf("invalid MAC %s", quote(s))
-	}
-	return nil
-}
-
-// validateMAC accepts a 48-bit Ethernet MAC, as OVN-Kubernetes writes in pod-networks.
-func validateMAC(s string) error {
-	hw, err := net.ParseMAC(s)
-	if err != nil || len(hw) != 6 {
-		return fmt.Errorf("invalid MAC %s", quote(s))
-	}
-	return nil
-}
-
-// validateDeviceInfo checks the PCI addresses a binding would hand to libvirt; it returns the failing
-// field relative to the device-info object.
+// validateDeviceInfo checks the PCI addresses a binding would hand to libvirt, with the rule of
+// netval.ParsePCIAddress that domain.Apply applies later; it returns the failing field relative to the
+// device-info object.
 func validateDeviceInfo(d *DeviceInfo) (string, error) {
 	if d == nil {
 		return "", nil
 	}
-	if d.Pci != nil {
-		if d.Pci.PciAddress != "" && !IsPCIAddress(d.Pci.PciAddress) {
-			return "pci.pci-address", fmt.Errorf("invalid PCI address %s", quote(d.Pci.PciAddress))
+	check := func(field, addr string) (string, error) {
+		if addr == "" {
+			return "", nil
 		}
-		if d.Pci.PfPciAddress != "" && !IsPCIAddress(d.Pci.PfPciAddress) {
-			return "pci.pf-pci-address", fmt.Errorf("invalid PCI address %s", quote(d.Pci.PfPciAddress))
+		if _, err := netval.ParsePCIAddress(addr); err != nil {
+			return field, err
+		}
+		return "", nil
+	}
+	if d.Pci != nil {
+		if f, err := check("pci.pci-address", d.Pci.PciAddress); err != nil {
+			return f, err
+		}
+		if f, err := check("pci.pf-pci-address", d.Pci.PfPciAddress); err != nil {
+			return f, err
 		}
 	}
-	if d.Vdpa != nil && d.Vdpa.PciAddress != "" && !IsPCIAddress(d.Vdpa.PciAddress) {
-		return "vdpa.pci-address", fmt.Errorf("invalid PCI address %s", quote(d.Vdpa.PciAddress))
+	if d.Vdpa != nil {
+		return check("vdpa.pci-address", d.Vdpa.PciAddress)
 	}
 	return "", nil
-}
-
-// IsPCIAddress accepts the sysfs form domain:bus:device.function ("0000:65:00.2"); the domain may have
-// 4 to 8 hex digits (VMD domains are wider than 4), device is 0x00-0x1f, function 0-7.
-func IsPCIAddress(s string) bool {
-	domain, rest, ok := strings.Cut(s, ":")
-	if !ok || len(domain) < 4 || len(domain) > 8 || !isHex(domain) {
-		return false
-	}
-	bus, rest, ok := strings.Cut(rest, ":")
-	if !ok || len(bus) != 2 || !isHex(bus) {
-		return false
-	}
-	dev, fn, ok := strings.Cut(rest, ".")
-	if !ok || len(dev) != 2 || !isHex(dev) || len(fn) != 1 || fn[0] < '0' || fn[0] > '7' {
-		return false
-	}
-	d, _ := strconv.ParseUint(dev, 16, 8)
-	return d <= 0x1f
-}
-
-func isHex(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') && (c < 'A' || c > 'F') {
-			return false
-		}
-	}
-	return s != ""
 }

@@ -279,17 +279,6 @@ func TestParsePodNetworks_BadInput_ErrorNamesNetworkAndField(t *testing.T) {
 	}
 }
 
-func TestIsPCIAddress(t *testing.T) {
-	tests := map[string]bool{
-		"0000:65:00.2": true, "0000:c4:02.5": true, "10000:01:1f.7": true, "ABCD:EF:00.0": true,
-		"0000:65:00": false, "000:65:00.2": false, "0000:65:20.0": false, "0000:65:00.8": false,
-		"0000:6:00.1": false, "0000:65:00.2x": false, "": false, "g000:65:00.1": false,
-	}
-	for in, want := range tests {
-		assert.Equal(t, want, IsPCIAddress(in), in)
-	}
-}
-
 func TestSnapshotFromMaps_ParsesAnnotationsAndReportsProblems(t *testing.T) {
 	labels := map[string]string{"kubevirt.io": "virt-launcher"}
 	annotations := map[string]string{

@@ -10,9 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
@@ -146,20 +143,6 @@ func (b *Binding) PreCloudInitIso(ctx context.Context, vmiJSON, cloudInitData, n
 	return data, source, nil
 }
 
-// grpcError maps a pipeline failure to the gRPC status virt-launcher logs; the message is the
-// pipeline's, which `render` prints too.
-func grpcError(err error) error {
-	var pe *pipeline.Error
-	if !errors.As(err, &pe) {
-		return status.Error(codes.Internal, err.Error())
-	}
-	code := codes.FailedPrecondition
-	if pe.Kind == pipeline.InvalidInput {
-		code = codes.InvalidArgument
-	}
-	return status.Error(code, pe.Error())
-}
-
 // warn logs each warning as one WARN line with fields (names only, never annotation values).
 func (b *Binding) warn(hook string, vmi *model.VirtualMachineInstance, warnings []pipeline.Warning) {
 	for _, w := range warnings {
@@ -191,11 +174,7 @@ func (b *Binding) wait(ctx context.Context, hook string, need pipeline.Need) (*d
 		if errors.As(err, &missing) {
 			b.log.Warn("data still missing", "hook", hook, "waited", time.Since(start), "missing", len(missing.Items))
 		}
-		code := codes.DeadlineExceeded
-		if errors.Is(err, context.Canceled) {
-			code = codes.Canceled
-		}
-		return nil, status.Errorf(code, "%s: waited %s for DownwardAPI data: %v", hook, time.Since(start).Round(time.Millisecond), err)
+		return nil, grpcError(fmt.Errorf("%s: waited %s for DownwardAPI data: %w", hook, time.Since(start).Round(time.Millisecond), err))
 	}
 	if waited := time.Since(start); waited > time.Millisecond {
 		b.log.Info("data arrived", "hook", hook, "waited", waited, "generation", snap.Generation)
@@ -206,7 +185,7 @@ func (b *Binding) wait(ctx context.Context, hook string, need pipeline.Need) (*d
 func decodeVMI(vmiJSON []byte) (*model.VirtualMachineInstance, error) {
 	vmi, err := model.DecodeVMI(vmiJSON)
 	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "VMI from virt-launcher: %v", err)
+		return nil, grpcError(&vmiError{err})
 	}
 	return vmi, nil
 }
@@ -247,14 +226,14 @@ func (b *Binding) syncCache(c pipeline.Cache, generation uint64) (ok bool) {
 	}
 	res, err := b.cfg.Cache.Sync(c.VMIUID, c.Spec, c.Bound, c.Primary)
 	if err != nil {
-		b.log.Warn("interface cache not fully written", "vmi", c.VMIUID, "generation", generation, "error", boundedError(err))
+		b.log.Warn("interface cache not fully written", "vmiUID", c.VMIUID, "generation", generation, "error", boundedError(err))
 	}
 	if len(res.Written)+len(res.Removed) > 0 {
-		b.log.Info("interface cache updated", "vmi", c.VMIUID, "generation", generation,
+		b.log.Info("interface cache updated", "vmiUID", c.VMIUID, "generation", generation,
 			"writtenCount", len(res.Written), "written", firstNames(res.Written),
 			"removedCount", len(res.Removed), "removed", firstNames(res.Removed))
 	} else if err == nil {
-		b.log.Debug("interface cache checked", "vmi", c.VMIUID, "generation", generation, "unchanged", len(res.Unchanged))
+		b.log.Debug("interface cache checked", "vmiUID", c.VMIUID, "generation", generation, "unchanged", len(res.Unchanged))
 	}
 	return err == nil
 }

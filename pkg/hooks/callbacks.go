@@ -32,7 +32,7 @@ func (s infoServer) Info(context.Context, *info.InfoParams) (*info.InfoResult, e
 	return &info.InfoResult{Name: s.name, Versions: Versions(), HookPoints: points}, nil
 }
 
-// v1alpha3Server and v1alpha2Server adapt the generated services to one Handler.
+// v1alpha3Server adapts the generated service to one Handler.
 type v1alpha3Server struct {
 	handler  Handler
 	shutdown func()
@@ -61,22 +61,26 @@ func (s v1alpha3Server) Shutdown(context.Context, *hooksv1alpha3.ShutdownParams)
 	return &hooksv1alpha3.ShutdownResult{}, nil
 }
 
+// v1alpha2Server serves v1alpha2 by handing each call to the v1alpha3 server: the two versions carry the
+// same fields for the hooks we serve, and v1alpha2 has no Shutdown.
 type v1alpha2Server struct {
-	handler Handler
+	v3 v1alpha3Server
 }
 
 func (s v1alpha2Server) OnDefineDomain(ctx context.Context, p *hooksv1alpha2.OnDefineDomainParams) (*hooksv1alpha2.OnDefineDomainResult, error) {
-	out, err := s.handler.OnDefineDomain(ctx, p.GetVmi(), p.GetDomainXML())
+	res, err := s.v3.OnDefineDomain(ctx, &hooksv1alpha3.OnDefineDomainParams{Vmi: p.GetVmi(), DomainXML: p.GetDomainXML()})
 	if err != nil {
 		return nil, err
 	}
-	return &hooksv1alpha2.OnDefineDomainResult{DomainXML: out}, nil
+	return &hooksv1alpha2.OnDefineDomainResult{DomainXML: res.GetDomainXML()}, nil
 }
 
 func (s v1alpha2Server) PreCloudInitIso(ctx context.Context, p *hooksv1alpha2.PreCloudInitIsoParams) (*hooksv1alpha2.PreCloudInitIsoResult, error) {
-	data, source, err := s.handler.PreCloudInitIso(ctx, p.GetVmi(), p.GetCloudInitData(), p.GetCloudInitNoCloudSource())
+	res, err := s.v3.PreCloudInitIso(ctx, &hooksv1alpha3.PreCloudInitIsoParams{
+		Vmi: p.GetVmi(), CloudInitData: p.GetCloudInitData(), CloudInitNoCloudSource: p.GetCloudInitNoCloudSource(),
+	})
 	if err != nil {
 		return nil, err
 	}
-	return &hooksv1alpha2.PreCloudInitIsoResult{CloudInitData: data, CloudInitNoCloudSource: source}, nil
+	return &hooksv1alpha2.PreCloudInitIsoResult{CloudInitData: res.GetCloudInitData(), CloudInitNoCloudSource: res.GetCloudInitNoCloudSource()}, nil
 }

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // recoverInterceptor turns a panic in any handler into a gRPC Internal error: the pod has
@@ -21,7 +19,7 @@ func recoverInterceptor(logger *slog.Logger) grpc.UnaryServerInterceptor {
 		defer func() {
 			if r := recover(); r != nil {
 				logger.Error("panic in hook call", "method", info.FullMethod, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-				resp, err = nil, status.Errorf(codes.Internal, "%s: internal error: %v", path.Base(info.FullMethod), r)
+				resp, err = nil, grpcError(fmt.Errorf("%s: internal error: %v", path.Base(info.FullMethod), r))
 			}
 		}()
 		return handler(ctx, req)
@@ -49,7 +47,7 @@ func logInterceptor(logger *slog.Logger) grpc.UnaryServerInterceptor {
 				outcome = "deadline exceeded"
 			}
 			if err == nil {
-				resp, err = nil, status.FromContextError(ctxErr).Err()
+				resp, err = nil, grpcError(ctxErr)
 			}
 		} else if err != nil {
 			outcome = "error"
@@ -71,5 +69,5 @@ func contextEnded(ctx context.Context, hook string) error {
 	if err == nil {
 		return nil
 	}
-	return status.Error(status.FromContextError(err).Code(), hook+": "+err.Error())
+	return grpcError(fmt.Errorf("%s: %w", hook, err))
 }

@@ -91,8 +91,9 @@ func New(cfg Config) (*Server, error) {
 		grpc.ConnectionTimeout(cfg.StopTimeout),
 		grpc.ChainUnaryInterceptor(logInterceptor(logger), recoverInterceptor(logger), s.lifeInterceptor))
 	info.RegisterInfoServer(s.grpc, infoServer{name: cfg.Name})
-	hooksv1alpha3.RegisterCallbacksServer(s.grpc, v1alpha3Server{handler: cfg.Handler, shutdown: s.Stop})
-	hooksv1alpha2.RegisterCallbacksServer(s.grpc, v1alpha2Server{handler: cfg.Handler})
+	v3 := v1alpha3Server{handler: cfg.Handler, shutdown: s.Stop}
+	hooksv1alpha3.RegisterCallbacksServer(s.grpc, v3)
+	hooksv1alpha2.RegisterCallbacksServer(s.grpc, v1alpha2Server{v3: v3})
 	return s, nil
 }
 

@@ -75,6 +75,51 @@ func TestInfo_ReportsNameVersionsAndHookPoints(t *testing.T) {
 	assert.ElementsMatch(t, []string{"OnDefineDomain", "PreCloudInitIso", "Shutdown"}, points)
 }
 
+// callbacks is one Callbacks version's client, reduced to the calls both versions have (v1alpha2 has no
+// Shutdown), so that a test runs the same checks on every version virt-launcher may pick.
+type callbacks struct {
+	version         string
+	onDefineDomain  func(ctx context.Context, vmi, domainXML []byte) ([]byte, error)
+	preCloudInitIso func(ctx context.Context, vmi, data, legacy []byte) (outData, outLegacy []byte, err error)
+}
+
+// callbackVersions returns a client of every Callbacks version we serve (Versions()), on conn.
+func callbackVersions(conn *grpc.ClientConn) []callbacks {
+	v3, v2 := hooksv1alpha3.NewCallbacksClient(conn), hooksv1alpha2.NewCallbacksClient(conn)
+	return []callbacks{
+		{
+			version: hooksv1alpha3.Version,
+			onDefineDomain: func(ctx context.Context, vmi, domainXML []byte) ([]byte, error) {
+				res, err := v3.OnDefineDomain(ctx, &hooksv1alpha3.OnDefineDomainParams{Vmi: vmi, DomainXML: domainXML})
+				return res.GetDomainXML(), err
+			},
+			preCloudInitIso: func(ctx context.Context, vmi, data, legacy []byte) ([]byte, []byte, error) {
+				res, err := v3.PreCloudInitIso(ctx, &hooksv1alpha3.PreCloudInitIsoParams{Vmi: vmi, CloudInitData: data, CloudInitNoCloudSource: legacy})
+				return res.GetCloudInitData(), res.GetCloudInitNoCloudSource(), err
+			},
+		},
+		{
+			version: hooksv1alpha2.Version,
+			onDefineDomain: func(ctx context.Context, vmi, domainXML []byte) ([]byte, error) {
+				res, err := v2.OnDefineDomain(ctx, &hooksv1alpha2.OnDefineDomainParams{Vmi: vmi, DomainXML: domainXML})
+				return res.GetDomainXML(), err
+			},
+			preCloudInitIso: func(ctx context.Context, vmi, data, legacy []byte) ([]byte, []byte, error) {
+				res, err := v2.PreCloudInitIso(ctx, &hooksv1alpha2.PreCloudInitIsoParams{Vmi: vmi, CloudInitData: data, CloudInitNoCloudSource: legacy})
+				return res.GetCloudInitData(), res.GetCloudInitNoCloudSource(), err
+			},
+		},
+	}
+}
+
+func TestCallbackVersions_CoverEveryServedVersion(t *testing.T) {
+	var got []string
+	for _, c := range callbackVersions(nil) {
+		got = append(got, c.version)
+	}
+	assert.Equal(t, Versions(), got)
+}
+
 func TestCallbacks_BothVersionsPassThroughUnchanged(t *testing.T) {
 	r := startServer(t, PassThrough{})
 	ctx := context.Background()
@@ -82,23 +127,17 @@ func TestCallbacks_BothVersionsPassThroughUnchanged(t *testing.T) {
 	data := []byte(`{"DataSource":"noCloud","NoCloudMetaData":{"instance-id":"i"},"UserData":"#cloud-config\n","NetworkData":"","DevicesData":null,"VolumeName":"cloudinitdisk"}`)
 	legacy := []byte(`{"userData":"#cloud-config\n"}`)
 
-	v3 := hooksv1alpha3.NewCallbacksClient(r.conn)
-	d3, err := v3.OnDefineDomain(ctx, &hooksv1alpha3.OnDefineDomainParams{DomainXML: domain, Vmi: []byte("{}")})
-	require.NoError(t, err)
-	assert.Equal(t, domain, d3.GetDomainXML())
-	c3, err := v3.PreCloudInitIso(ctx, &hooksv1alpha3.PreCloudInitIsoParams{CloudInitData: data, CloudInitNoCloudSource: legacy, Vmi: []byte("{}")})
-	require.NoError(t, err)
-	assert.Equal(t, data, c3.GetCloudInitData())
-	assert.Equal(t, legacy, c3.GetCloudInitNoCloudSource())
-
-	v2 := hooksv1alpha2.NewCallbacksClient(r.conn)
-	d2, err := v2.OnDefineDomain(ctx, &hooksv1alpha2.OnDefineDomainParams{DomainXML: domain, Vmi: []byte("{}")})
-	require.NoError(t, err)
-	assert.Equal(t, domain, d2.GetDomainXML())
-	c2, err := v2.PreCloudInitIso(ctx, &hooksv1alpha2.PreCloudInitIsoParams{CloudInitData: data, CloudInitNoCloudSource: legacy, Vmi: []byte("{}")})
-	require.NoError(t, err)
-	assert.Equal(t, data, c2.GetCloudInitData())
-	assert.Equal(t, legacy, c2.GetCloudInitNoCloudSource())
+	for _, c := range callbackVersions(r.conn) {
+		t.Run(c.version, func(t *testing.T) {
+			d, err := c.onDefineDomain(ctx, []byte("{}"), domain)
+			require.NoError(t, err)
+			assert.Equal(t, domain, d)
+			gotData, gotLegacy, err := c.preCloudInitIso(ctx, []byte("{}"), data, legacy)
+			require.NoError(t, err)
+			assert.Equal(t, data, gotData)
+			assert.Equal(t, legacy, gotLegacy)
+		})
+	}
 }
 
 func TestShutdown_TwiceDoesNotBlockAndRemovesSocket(t *testing.T) {
@@ -130,20 +169,25 @@ func (h blockingHandler) PreCloudInitIso(ctx context.Context, _, _, _ []byte) ([
 }
 
 func TestStop_WhileCallInFlight_CancelsCallAndStops(t *testing.T) {
-	h := blockingHandler{entered: make(chan struct{})}
-	r := startServer(t, h)
-	callErr := make(chan error, 1)
-	go func() {
-		_, err := hooksv1alpha3.NewCallbacksClient(r.conn).PreCloudInitIso(context.Background(), &hooksv1alpha3.PreCloudInitIsoParams{})
-		callErr <- err
-	}()
-	<-h.entered
-	r.srv.Stop()
-	r.waitStopped(t)
-	err := <-callErr
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "context canceled")
-	assert.NoFileExists(t, r.srv.Path())
+	for i := range callbackVersions(nil) {
+		t.Run(callbackVersions(nil)[i].version, func(t *testing.T) {
+			h := blockingHandler{entered: make(chan struct{})}
+			r := startServer(t, h)
+			c := callbackVersions(r.conn)[i]
+			callErr := make(chan error, 1)
+			go func() {
+				_, _, err := c.preCloudInitIso(context.Background(), nil, nil, nil)
+				callErr <- err
+			}()
+			<-h.entered
+			r.srv.Stop()
+			r.waitStopped(t)
+			err := <-callErr
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "context canceled")
+			assert.NoFileExists(t, r.srv.Path())
+		})
+	}
 }
 
 type panicHandler struct{ PassThrough }
@@ -154,15 +198,18 @@ func (panicHandler) OnDefineDomain(context.Context, []byte, []byte) ([]byte, err
 
 func TestPanicInHandler_ReturnsInternalErrorAndKeepsServing(t *testing.T) {
 	r := startServer(t, panicHandler{})
-	client := hooksv1alpha3.NewCallbacksClient(r.conn)
-	_, err := client.OnDefineDomain(context.Background(), &hooksv1alpha3.OnDefineDomainParams{DomainXML: []byte("<domain/>")})
-	require.Error(t, err)
-	assert.Equal(t, codes.Internal, status.Code(err))
-	assert.Contains(t, err.Error(), "OnDefineDomain")
+	for _, c := range callbackVersions(r.conn) {
+		t.Run(c.version, func(t *testing.T) {
+			_, err := c.onDefineDomain(context.Background(), nil, []byte("<domain/>"))
+			require.Error(t, err)
+			assert.Equal(t, codes.Internal, status.Code(err))
+			assert.Contains(t, err.Error(), "OnDefineDomain")
 
-	res, err := info.NewInfoClient(r.conn).Info(context.Background(), &info.InfoParams{})
-	require.NoError(t, err, "server must keep serving after a handler panic")
-	assert.Equal(t, "sriov-udn-binding", res.GetName())
+			res, err := info.NewInfoClient(r.conn).Info(context.Background(), &info.InfoParams{})
+			require.NoError(t, err, "server must keep serving after a handler panic")
+			assert.Equal(t, "sriov-udn-binding", res.GetName())
+		})
+	}
 }
 
 func TestListen_RemovesStaleSocket(t *testing.T) {

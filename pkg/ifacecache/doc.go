@@ -1,6 +1,5 @@
 // Package ifacecache owns KubeVirt PodIfaceCacheData files for bound interfaces (Writer.Sync: one
-// file per interface at <dir>/<vmi-uid>/<iface>, atomic, rewritten only on change); its subpackage
-// statusmerge owns the stable status merge for virt-handler-side code. It must never import
+// file per interface at <dir>/<vmi-uid>/<iface>, atomic, rewritten only on change). It must never import
 // kubevirt.io/kubevirt or kubevirt.io/api (the sidecar stays lean), never write outside its directory,
 // never follow a symlink below it (the compute container can write there), and never let an
 // unvalidated name become a path. Called by pkg/hooks (Writer) and cmd/sidecar render.
@@ -24,7 +23,10 @@
 // addresses for the ua-sriov-<iface> hostdev, but it reads each file once and memoizes the
 // result, an empty one too (netstat.go getPodInterfacefromFileCache): it misses entries written
 // after its first update and later IP changes. To fix that and the guest-agent flap, replace its
-// updateIfacesStatusFromPodCache and ifacesStatusFromGuestAgent steps with one call:
+// updateIfacesStatusFromPodCache and ifacesStatusFromGuestAgent steps with one stable merge. Its
+// reference implementation is test/internal/statusmerge: KubeVirt cannot import this module (a patch
+// series writes the merge in KubeVirt's own code, issue 17), so it lives in the test module as the
+// oracle that series is tested against, not as a library the sidecar ships:
 //
 //	status := statusmerge.MergeInterfaceStatus(statusmerge.StatusInputs{
 //		Domain:     statusFromDomain,        // ifacesStatusFromDomainInterfaces + sriovIfacesStatusFromDomainHostDevices

@@ -1,10 +1,10 @@
 package ifacecache
 
 import (
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
-
 	"errors"
 	"fmt"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 )
 
 // maxNameLen bounds interface names and VMI UIDs. KubeVirt itself sets no length limit on

@@ -57,10 +57,7 @@ func NewWriterWithFS(dir string, fsys FileSystem, logger *slog.Logger) *Writer {
 	return &Writer{dir: dir, fs: fsys, logger: logger, written: map[string][]byte{}}
 }
 
-// Dir is the directory the Writer is rooted at.
-func (w *Writer) Dir() string { return w.dir }
-
-// Sync makes <Dir>/<vmiUID>/ hold the entries BuildEntries decides for bound: it writes new and
+// Sync makes <dir>/<vmiUID>/ hold the entries BuildEntries decides for bound: it writes new and
 // changed entries atomically (temp file, fsync, rename, directory fsync; files 0640, directories
 // 0750) and leaves identical ones untouched. It keeps the last good entry of every interface the VMI
 // still has (in specIfaces or bound) even when its data is gone now: the cache feeds vmi.status, and

@@ -4,11 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
-	"strconv"
 	"strings"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
 
 // Options are the sidecar settings Build needs.
@@ -25,32 +24,6 @@ const (
 	RolePrimary  = "primary"
 	IPAMModeDHCP = "dhcp"
 )
-
-// Prefix lengths assumed for an address that only network-status has (it carries no prefix), and
-// how far they may be widened to put a same-family gateway on-link. /24 and /64 are the commonest
-// subnet sizes; narrower than the real subnet only loses direct reach to far peers (still reached
-// through the gateway), while much wider would capture routes of the guest's other NICs.
-const (
-	guessedPrefixIPv4 = 24
-	guessedPrefixIPv6 = 64
-	widestPrefixIPv4  = 16
-	widestPrefixIPv6  = 48
-)
-
-const (
-	minMTU = 68 // RFC 791 minimum
-	maxMTU = 65535
-)
-
-// knownDeviceType reports the device-info types Multus defines (downwardapi.DeviceInfoType*). Only "pci" can
-// be wired as a VF hostdev; the others are recorded in DeviceType for the domain step to reject.
-func knownDeviceType(t string) bool {
-	switch t {
-	case downwardapi.DeviceInfoTypePCI, downwardapi.DeviceInfoTypeVDPA, downwardapi.DeviceInfoTypeVHostUser, downwardapi.DeviceInfoTypeMemif:
-		return true
-	}
-	return false
-}
 
 // isOrdinalIfaceName matches KubeVirt's legacy pod interface names "net<N>"
 // (namescheme.OrdinalSecondaryInterfaceName).
@@ -112,8 +85,8 @@ func build(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options
 		return nil, fmt.Errorf("malformed downward API input: %w", errors.Join(snap.Problems...))
 	}
 	if opts.PodIP != "" {
-		if _, err := netip.ParseAddr(strings.TrimSpace(opts.PodIP)); err != nil {
-			return nil, &InputError{Source: SourcePodIPEnv, Err: fmt.Errorf("invalid IP address %s", quote(opts.PodIP))}
+		if _, err := netval.ParseAddr(strings.TrimSpace(opts.PodIP)); err != nil {
+			return nil, &InputError{Source: SourcePodIPEnv, Err: fmt.Errorf("invalid IP address %s", netval.Quote(opts.PodIP))}
 		}
 	}
 	primary := PrimaryFamily(snap, opts.PodIP)
@@ -133,19 +106,18 @@ func build(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options
 		annInfo:  indexNetworkInfo(snap.NetworkInfo),
 	}
 	out := make([]derived, 0, len(bindings))
-	macOwner := make(map[string]int, len(bindings))
+	macOwner := make(map[netval.MAC]int, len(bindings))
 	for _, b := range bindings {
 		d, err := derive(b, snap, idx, primary, ordinal, vmi.Namespace)
 		if err != nil {
 			return nil, err
 		}
-		if d.MAC != nil {
-			key := d.MAC.String()
+		if key, ok := netval.MACFromHardwareAddr(d.MAC); ok {
 			if i, dup := macOwner[key]; dup {
 				other := &out[i]
 				return nil, &InputError{Interface: d.Name, Network: d.Network, Source: d.MACSource.sourceName(), Field: "mac",
 					Err: fmt.Errorf("MAC %s is also the MAC of interface %s (from %s): the guest could not tell the NICs apart",
-						key, quote(other.Name), other.MACSource)}
+						key, netval.Quote(other.Name), other.MACSource)}
 			}
 			macOwner[key] = len(out)
 		}
@@ -186,89 +158,117 @@ func derive(b binding, snap *downwardapi.Snapshot, idx snapshotIndex, primary Fa
 	if ordinal {
 		d.PodInterfaceName = b.ordinalIface
 	}
-
-	if b.iface.PciAddress != "" {
-		if !downwardapi.IsPCIAddress(b.iface.PciAddress) {
-			return d, f.fail(SourceVMI, "spec.domain.devices.interfaces[].pciAddress",
-				fmt.Errorf("invalid PCI address %s", quote(b.iface.PciAddress)))
-		}
-		d.GuestPCIAddress = strings.ToLower(b.iface.PciAddress)
+	if err := d.setGuestDevice(b.iface, f); err != nil {
+		return d, err
 	}
-	if b.iface.BootOrder != nil {
-		order := *b.iface.BootOrder
+	src, err := findSources(b, snap, idx, d.PodInterfaceName, vmiNamespace, f)
+	if err != nil {
+		return d, err
+	}
+	d.hasNetworkStatus, d.hasPodNetworks = src.status != nil, src.pod != nil
+	if err := d.setMAC(b.iface.MacAddress, src.status, src.fileInfo, src.annInfo, src.pod, f); err != nil {
+		return d, err
+	}
+	if err := d.setDeviceInfo(src.status, src.fileInfo, src.annInfo, f); err != nil {
+		return d, err
+	}
+	if err := d.setPodNetworkMode(src.pod, f); err != nil {
+		return d, err
+	}
+	if err := d.setL3(src.status, src.pod, primary, f); err != nil {
+		return d, err
+	}
+	return d, d.setLinkSettings(src.status, f)
+}
+
+// setGuestDevice copies what the VMI spec says of the guest device: PCI address and boot order.
+func (d *derived) setGuestDevice(iface Interface, f ifaceFailer) error {
+	if iface.PciAddress != "" {
+		if _, err := netval.ParsePCIAddress(iface.PciAddress); err != nil {
+			return f.fail(SourceVMI, "spec.domain.devices.interfaces[].pciAddress", err)
+		}
+		d.GuestPCIAddress = strings.ToLower(iface.PciAddress)
+	}
+	if iface.BootOrder != nil {
+		order := *iface.BootOrder
 		d.BootOrder = &order
 	}
+	return nil
+}
 
-	st, err := lookupNetworkStatus(snap.NetworkStatus, idx.status, d.PodInterfaceName, b.nad, vmiNamespace, f)
-	if err != nil {
-		return d, err
+// sources are the snapshot entries of one bound interface; nil where absent.
+type sources struct {
+	status   *downwardapi.NetworkStatus
+	pod      *downwardapi.PodNetwork
+	fileInfo *downwardapi.NetworkInfoInterface // device-info file
+	annInfo  *downwardapi.NetworkInfoInterface // kubevirt.io/network-info annotation
+}
+
+func findSources(b binding, snap *downwardapi.Snapshot, idx snapshotIndex, podIface, vmiNamespace string, f ifaceFailer) (sources, error) {
+	var src sources
+	var err error
+	if src.status, err = lookupNetworkStatus(snap.NetworkStatus, idx.status, podIface, b.nad, vmiNamespace, f); err != nil {
+		return src, err
 	}
-	var pn *downwardapi.PodNetwork
 	if p, ok := snap.PodNetworks[b.podNetworksKey]; ok {
-		pn = &p
+		src.pod = &p
 	}
-	d.hasNetworkStatus, d.hasPodNetworks = st != nil, pn != nil
+	if src.fileInfo, err = lookupNetworkInfo(snap.DeviceInfo, idx.fileInfo, b.network.Name, SourceDeviceInfoFile, f); err != nil {
+		return src, err
+	}
+	src.annInfo, err = lookupNetworkInfo(snap.NetworkInfo, idx.annInfo, b.network.Name, downwardapi.NetworkInfoAnnotation, f)
+	return src, err
+}
 
-	fileInfo, err := lookupNetworkInfo(snap.DeviceInfo, idx.fileInfo, b.network.Name, SourceDeviceInfoFile, f)
-	if err != nil {
-		return d, err
+// setPodNetworkMode takes DHCP and the role from pod-networks.
+func (d *derived) setPodNetworkMode(pn *downwardapi.PodNetwork, f ifaceFailer) error {
+	if pn == nil {
+		return nil
 	}
-	annInfo, err := lookupNetworkInfo(snap.NetworkInfo, idx.annInfo, b.network.Name, downwardapi.NetworkInfoAnnotation, f)
-	if err != nil {
-		return d, err
+	switch pn.IPAMMode {
+	case "":
+	case IPAMModeDHCP:
+		d.DHCP = true
+	default:
+		return f.fail(downwardapi.PodNetworksAnnotation, "ipam_mode", fmt.Errorf("unsupported IPAM mode %s", netval.Quote(pn.IPAMMode)))
 	}
+	if !validToken(pn.Role) {
+		return f.fail(downwardapi.PodNetworksAnnotation, "role", fmt.Errorf("invalid role %s", netval.Quote(pn.Role)))
+	}
+	d.Role = pn.Role
+	return nil
+}
 
-	if err := d.setMAC(b.iface.MacAddress, st, fileInfo, annInfo, pn, f); err != nil {
-		return d, err
+// setLinkSettings takes DNS and MTU from network-status.
+func (d *derived) setLinkSettings(st *downwardapi.NetworkStatus, f ifaceFailer) error {
+	if st == nil {
+		return nil
 	}
-	if err := d.setDeviceInfo(st, fileInfo, annInfo, f); err != nil {
-		return d, err
+	if err := d.setDNS(st.DNS, f); err != nil {
+		return err
 	}
-	if pn != nil {
-		switch pn.IPAMMode {
-		case "":
-		case IPAMModeDHCP:
-			d.DHCP = true
-		default:
-			return d, f.fail(downwardapi.PodNetworksAnnotation, "ipam_mode", fmt.Errorf("unsupported IPAM mode %s", quote(pn.IPAMMode)))
-		}
-		if !validToken(pn.Role) {
-			return d, f.fail(downwardapi.PodNetworksAnnotation, "role", fmt.Errorf("invalid role %s", quote(pn.Role)))
-		}
-		d.Role = pn.Role
+	if err := netval.CheckMTU(st.Mtu); err != nil {
+		return f.fail(downwardapi.NetworkStatusAnnotation, "mtu", err)
 	}
-	if err := d.setL3(st, pn, primary, f); err != nil {
-		return d, err
-	}
-	if st != nil {
-		if err := d.setDNS(st.DNS, f); err != nil {
-			return d, err
-		}
-		if st.Mtu != 0 && (st.Mtu < minMTU || st.Mtu > maxMTU) {
-			return d, f.fail(downwardapi.NetworkStatusAnnotation, "mtu", fmt.Errorf("MTU %d is outside %d-%d", st.Mtu, minMTU, maxMTU))
-		}
-		d.MTU = st.Mtu
-	}
-	return d, nil
+	d.MTU = st.Mtu
+	return nil
 }
 
 // lookupNetworkStatus finds the network-status entry of a pod interface; it must name the
 // interface's NAD ("<ns>/<nad>", or the bare NAD name), else the annotation contradicts the VMI.
 func lookupNetworkStatus(statuses []downwardapi.NetworkStatus, index map[string]int, podIface, nad, vmiNamespace string,
 	f ifaceFailer) (*downwardapi.NetworkStatus, error) {
-	i, ok := index[podIface]
-	switch {
-	case !ok:
-		return nil, nil
-	case i == ambiguous:
-		return nil, f.fail(downwardapi.NetworkStatusAnnotation, "interface",
-			fmt.Errorf("several entries for pod interface %s", quote(podIface)))
+	i, err := entry(index, podIface, func() error {
+		return f.fail(downwardapi.NetworkStatusAnnotation, "interface", fmt.Errorf("several entries for pod interface %s", netval.Quote(podIface)))
+	})
+	if i < 0 {
+		return nil, err
 	}
 	found := &statuses[i]
 	ns, bare, _ := strings.Cut(nad, "/")
 	if found.Name != nad && !(found.Name == bare && ns == vmiNamespace) {
 		return nil, f.fail(downwardapi.NetworkStatusAnnotation, "name",
-			fmt.Errorf("entry for pod interface %s names network %s, expected %s", quote(podIface), quote(found.Name), quote(nad)))
+			fmt.Errorf("entry for pod interface %s names network %s, expected %s", netval.Quote(podIface), netval.Quote(found.Name), netval.Quote(nad)))
 	}
 	return found, nil
 }
@@ -276,14 +276,26 @@ func lookupNetworkStatus(statuses []downwardapi.NetworkStatus, index map[string]
 // lookupNetworkInfo finds the network-info entry of a VMI network; nil when info or the entry is absent.
 func lookupNetworkInfo(info *downwardapi.NetworkInfo, index map[string]int, network, source string,
 	f ifaceFailer) (*downwardapi.NetworkInfoInterface, error) {
-	i, ok := index[network]
-	switch {
-	case !ok:
-		return nil, nil
-	case i == ambiguous:
-		return nil, f.fail(source, "interfaces[].network", fmt.Errorf("several entries for network %s", quote(network)))
+	i, err := entry(index, network, func() error {
+		return f.fail(source, "interfaces[].network", fmt.Errorf("several entries for network %s", netval.Quote(network)))
+	})
+	if i < 0 {
+		return nil, err
 	}
 	return &info.Interfaces[i], nil
+}
+
+// entry is the position of key's entry in index: -1 and no error when there is none, -1 and several()
+// when several entries share the key.
+func entry(index map[string]int, key string, several func() error) (int, error) {
+	i, ok := index[key]
+	if !ok {
+		return -1, nil
+	}
+	if i == ambiguous {
+		return -1, several()
+	}
+	return i, nil
 }
 
 // ambiguous marks, in a snapshotIndex map, a key that several entries share.
@@ -314,350 +326,6 @@ func indexNetworkInfo(info *downwardapi.NetworkInfo) map[string]int {
 		return nil
 	}
 	return indexBy(info.Interfaces, func(i *downwardapi.NetworkInfoInterface) string { return i.Network })
-}
-
-// setMAC applies DESIGN.md's precedence: VMI macAddress, network-status mac, network-info mac (a copy
-// of network-status mac, present when only device-info is mounted), pod-networks mac_address. Every
-// present value is validated; an all-zero MAC counts as absent (SR-IOV CNI reports no admin MAC so).
-func (d *derived) setMAC(vmiMAC string, st *downwardapi.NetworkStatus, fileInfo, annInfo *downwardapi.NetworkInfoInterface,
-	pn *downwardapi.PodNetwork, f ifaceFailer) error {
-	type candidate struct {
-		source MACSource
-		where  string
-		field  string
-		value  string
-	}
-	cands := []candidate{{MACFromVMI, SourceVMI, "spec.domain.devices.interfaces[].macAddress", vmiMAC}}
-	if st != nil {
-		cands = append(cands, candidate{MACFromNetworkStatus, downwardapi.NetworkStatusAnnotation, "mac", st.Mac})
-	}
-	if fileInfo != nil {
-		cands = append(cands, candidate{MACFromNetworkInfo, SourceDeviceInfoFile, "interfaces[].mac", fileInfo.Mac})
-	}
-	if annInfo != nil {
-		cands = append(cands, candidate{MACFromNetworkInfo, downwardapi.NetworkInfoAnnotation, "interfaces[].mac", annInfo.Mac})
-	}
-	for _, c := range cands {
-		if c.value == "" {
-			continue
-		}
-		mac, err := parseMAC(c.value)
-		if err != nil {
-			return f.fail(c.where, c.field, err)
-		}
-		if mac != nil && d.MAC == nil {
-			d.MAC, d.MACSource = mac, c.source
-		}
-		if c.source == MACFromNetworkStatus {
-			d.statusMAC = mac
-		}
-	}
-	if pn != nil && len(pn.MAC) > 0 {
-		if err := checkMAC(pn.MAC); err != nil {
-			return f.fail(downwardapi.PodNetworksAnnotation, "mac_address", err)
-		}
-		if d.MAC == nil && !isZero(pn.MAC) {
-			d.MAC, d.MACSource = append(net.HardwareAddr(nil), pn.MAC...), MACFromPodNetworks
-		}
-	}
-	return nil
-}
-
-func parseMAC(s string) (net.HardwareAddr, error) {
-	mac, err := net.ParseMAC(s)
-	if err != nil {
-		return nil, fmt.Errorf("invalid MAC %s", quote(s))
-	}
-	if err := checkMAC(mac); err != nil {
-		return nil, err
-	}
-	if isZero(mac) {
-		return nil, nil
-	}
-	return mac, nil
-}
-
-func checkMAC(mac net.HardwareAddr) error {
-	if len(mac) != 6 {
-		return fmt.Errorf("MAC %s is not a 48-bit Ethernet address", quote(mac.String()))
-	}
-	if mac[0]&1 == 1 {
-		return fmt.Errorf("MAC %s is a multicast address", mac)
-	}
-	return nil
-}
-
-func isZero(mac net.HardwareAddr) bool {
-	for _, b := range mac {
-		if b != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// setDeviceInfo takes device-info from the device-info file, else the kubevirt.io/network-info
-// annotation, else network-status device-info (DESIGN.md section 2).
-func (d *derived) setDeviceInfo(st *downwardapi.NetworkStatus, fileInfo, annInfo *downwardapi.NetworkInfoInterface, f ifaceFailer) error {
-	var di *downwardapi.DeviceInfo
-	var source, field string
-	switch {
-	case fileInfo != nil && fileInfo.DeviceInfo != nil:
-		di, source, field = fileInfo.DeviceInfo, SourceDeviceInfoFile, "interfaces[].deviceInfo"
-	case annInfo != nil && annInfo.DeviceInfo != nil:
-		di, source, field = annInfo.DeviceInfo, downwardapi.NetworkInfoAnnotation, "interfaces[].deviceInfo"
-	case st != nil && st.DeviceInfo != nil:
-		di, source, field = st.DeviceInfo, downwardapi.NetworkStatusAnnotation, "device-info"
-	default:
-		return nil
-	}
-	if !knownDeviceType(di.Type) {
-		return f.fail(source, field+".type", fmt.Errorf("unknown device type %s", quote(di.Type)))
-	}
-	d.DeviceType = di.Type
-	if di.Type != downwardapi.DeviceInfoTypePCI {
-		return nil
-	}
-	if di.Pci == nil || di.Pci.PciAddress == "" {
-		return f.fail(source, field+".pci.pci-address", errors.New("device type pci without a PCI address"))
-	}
-	if !downwardapi.IsPCIAddress(di.Pci.PciAddress) {
-		return f.fail(source, field+".pci.pci-address", fmt.Errorf("invalid PCI address %s", quote(di.Pci.PciAddress)))
-	}
-	d.HostPCIAddress = strings.ToLower(di.Pci.PciAddress)
-	return nil
-}
-
-// setL3 fills Addresses, PrefixKnown, Gateways and Routes.
-func (d *derived) setL3(st *downwardapi.NetworkStatus, pn *downwardapi.PodNetwork, primary Family, f ifaceFailer) error {
-	// Gateways first: a guessed prefix is widened to reach them.
-	type gwCand struct {
-		addr          netip.Addr
-		source, field string // field is a format with the list index as its argument
-		index         int
-	}
-	var cands []gwCand
-	if pn != nil {
-		// pod-networks gateway_ips become a default route only for the primary role: OVN-K sets them on
-		// a secondary only when asked to, and a secondary NIC must not take the guest's default route.
-		if pn.Role == RolePrimary {
-			for i, g := range pn.Gateways {
-				cands = append(cands, gwCand{g, downwardapi.PodNetworksAnnotation, "gateway_ips[%d]", i})
-			}
-		}
-		for i, r := range pn.Routes {
-			if r.Dest.IsValid() && r.Dest.Bits() == 0 {
-				cands = append(cands, gwCand{r.NextHop, downwardapi.PodNetworksAnnotation, "routes[%d].nextHop", i})
-			}
-		}
-	}
-	if st != nil {
-		// network-status "gateway" holds only the CNI result's default routes (utils.CreateNetworkStatus).
-		for i, s := range st.Gateway {
-			a, err := parseAddr(s)
-			if err != nil {
-				return f.fail(downwardapi.NetworkStatusAnnotation, fmt.Sprintf("gateway[%d]", i), err)
-			}
-			cands = append(cands, gwCand{a, downwardapi.NetworkStatusAnnotation, "gateway[%d]", i})
-		}
-	}
-	have := map[Family]bool{}
-	for _, c := range cands {
-		if err := checkUnicast(c.addr); err != nil {
-			return f.fail(c.source, fmt.Sprintf(c.field, c.index), err)
-		}
-		// A link-local next hop needs the guest's interface name to be usable, which cloud-init's
-		// v1/v2/network_data.json gateways cannot carry portably; OVN-K also gives a global gateway.
-		if c.addr.IsLinkLocalUnicast() || have[FamilyOf(c.addr)] {
-			continue
-		}
-		have[FamilyOf(c.addr)] = true
-		d.Gateways = append(d.Gateways, c.addr)
-	}
-	sortByFamily(d.Gateways, primary, FamilyOf)
-
-	seen := map[netip.Addr]bool{}
-	if pn != nil && len(pn.IPAddresses) > 0 {
-		for i, p := range pn.IPAddresses {
-			field := func() string { return fmt.Sprintf("ip_addresses[%d]", i) }
-			if !p.IsValid() {
-				return f.fail(downwardapi.PodNetworksAnnotation, field(), errors.New("invalid CIDR"))
-			}
-			if err := checkUnicast(p.Addr()); err != nil {
-				return f.fail(downwardapi.PodNetworksAnnotation, field(), err)
-			}
-			if p.Addr().Is4In6() {
-				return f.fail(downwardapi.PodNetworksAnnotation, field(), fmt.Errorf("IPv4-mapped IPv6 address %s", p))
-			}
-			if skipAddress(p.Addr()) || seen[p.Addr()] {
-				continue
-			}
-			seen[p.Addr()] = true
-			d.Addresses = append(d.Addresses, p)
-		}
-		d.PrefixKnown = len(d.Addresses) > 0
-	} else if st != nil {
-		for i, s := range st.IPs {
-			a, err := parseAddr(s)
-			if err == nil {
-				err = checkUnicast(a)
-			}
-			if err != nil {
-				return f.fail(downwardapi.NetworkStatusAnnotation, fmt.Sprintf("ips[%d]", i), err)
-			}
-			if skipAddress(a) || seen[a] {
-				continue
-			}
-			seen[a] = true
-			d.Addresses = append(d.Addresses, GuessPrefix(a, d.Gateways))
-		}
-	}
-	sortByFamily(d.Addresses, primary, func(p netip.Prefix) Family { return FamilyOf(p.Addr()) })
-
-	if pn != nil {
-		type routeKey struct {
-			dest netip.Prefix
-			hop  netip.Addr
-		}
-		seenRoute := map[routeKey]bool{}
-		for i, r := range pn.Routes {
-			field := "routes[" + strconv.Itoa(i) + "]"
-			if !r.Dest.IsValid() {
-				return f.fail(downwardapi.PodNetworksAnnotation, field+".dest", errors.New("invalid CIDR"))
-			}
-			if r.Dest.Bits() == 0 {
-				continue // carried as a gateway above
-			}
-			dest := r.Dest.Masked()
-			hop := r.NextHop
-			if hop.IsValid() && hop.IsUnspecified() {
-				hop = netip.Addr{} // on-link
-			}
-			if hop.IsValid() {
-				if FamilyOf(hop) != FamilyOf(dest.Addr()) {
-					return f.fail(downwardapi.PodNetworksAnnotation, field+".nextHop",
-						fmt.Errorf("next hop %s is not in the family of destination %s", hop, dest))
-				}
-				if err := checkUnicast(hop); err != nil {
-					return f.fail(downwardapi.PodNetworksAnnotation, field+".nextHop", err)
-				}
-			}
-			k := routeKey{dest, hop}
-			if seenRoute[k] {
-				continue
-			}
-			seenRoute[k] = true
-			d.Routes = append(d.Routes, Route{Dest: dest, NextHop: hop})
-		}
-		sortByFamily(d.Routes, primary, func(r Route) Family { return FamilyOf(r.Dest.Addr()) })
-	}
-	return nil
-}
-
-// GuessPrefix gives a bare address (network-status "ips" have no prefix) the prefix this package
-// assumes: /24 for IPv4, /64 for IPv6, widened (at most to /16 or /48) until the first same-family
-// gateway is on-link, so that the default route stays usable. Beyond that width the default prefix is
-// kept: a gateway that far away is not assumed on-link.
-func GuessPrefix(a netip.Addr, gateways []netip.Addr) netip.Prefix {
-	bits, widest := guessedPrefixIPv4, widestPrefixIPv4
-	if FamilyOf(a) == IPv6 {
-		bits, widest = guessedPrefixIPv6, widestPrefixIPv6
-	}
-	for _, g := range gateways {
-		if FamilyOf(g) != FamilyOf(a) {
-			continue
-		}
-		for b := bits; b >= widest; b-- {
-			if p, err := a.Prefix(b); err == nil && p.Contains(g) {
-				bits = b
-				break
-			}
-		}
-		break
-	}
-	return netip.PrefixFrom(a, bits)
-}
-
-// skipAddress drops IPv6 link-local addresses: the guest makes its own from its MAC, and the pod's
-// one belongs to the pod interface, not to the VF.
-func skipAddress(a netip.Addr) bool {
-	return a.Is6() && a.IsLinkLocalUnicast()
-}
-
-func parseAddr(s string) (netip.Addr, error) {
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Addr{}, fmt.Errorf("invalid IP address %s", quote(s))
-	}
-	if a.Zone() != "" {
-		return netip.Addr{}, fmt.Errorf("IP address %s has a zone", quote(s))
-	}
-	return a.Unmap(), nil
-}
-
-// checkUnicast rejects addresses no NIC or next hop can have.
-func checkUnicast(a netip.Addr) error {
-	switch {
-	case !a.IsValid():
-		return errors.New("missing IP address")
-	case a.Zone() != "":
-		return fmt.Errorf("IP address %s has a zone", a)
-	case a.IsUnspecified(), a.IsMulticast(), a.IsLoopback(), a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
-		return fmt.Errorf("%s is not a unicast address", a)
-	}
-	return nil
-}
-
-func (d *derived) setDNS(dns downwardapi.DNS, f ifaceFailer) error {
-	seen := map[netip.Addr]bool{}
-	for i, s := range dns.Nameservers {
-		a, err := parseAddr(s)
-		if err == nil {
-			err = checkUnicast(a)
-		}
-		if err != nil {
-			return f.fail(downwardapi.NetworkStatusAnnotation, fmt.Sprintf("dns.nameservers[%d]", i), err)
-		}
-		if !seen[a] {
-			seen[a] = true
-			d.DNS.Nameservers = append(d.DNS.Nameservers, a)
-		}
-	}
-	seenSearch := map[string]bool{}
-	for i, s := range dns.Search {
-		if !validDNSName(s) {
-			return f.fail(downwardapi.NetworkStatusAnnotation, fmt.Sprintf("dns.search[%d]", i), fmt.Errorf("invalid domain %s", quote(s)))
-		}
-		if !seenSearch[s] {
-			seenSearch[s] = true
-			d.DNS.Search = append(d.DNS.Search, s)
-		}
-	}
-	if dns.Domain != "" && !validDNSName(dns.Domain) {
-		return f.fail(downwardapi.NetworkStatusAnnotation, "dns.domain", fmt.Errorf("invalid domain %s", quote(dns.Domain)))
-	}
-	d.DNS.Domain = dns.Domain
-	return nil
-}
-
-// validDNSName accepts a resolv.conf-safe domain: labels of letters, digits, '-' and '_' (used in
-// SRV-style names), at most 63 bytes each and 253 in all, optionally ending in a dot.
-func validDNSName(s string) bool {
-	s = strings.TrimSuffix(s, ".")
-	if s == "" || len(s) > 253 {
-		return false
-	}
-	for _, label := range strings.Split(s, ".") {
-		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
-			return false
-		}
-		for i := 0; i < len(label); i++ {
-			if !isAlnum(label[i]) && label[i] != '-' && label[i] != '_' {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // validToken accepts "" or a short word of lower-case letters and '-' (pod-networks role values).

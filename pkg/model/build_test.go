@@ -42,13 +42,14 @@ func TestBuild_DerivesEachRule(t *testing.T) {
 				"mac_address":"0a:58:0a:14:02:05","gateway_ips":["10.20.2.1"],
 				"routes":[{"dest":"10.20.0.0/16","nextHop":"10.20.2.1"}],"role":"secondary"}}`)},
 			check: func(t *testing.T, got []model.BoundInterface) {
-				assert.Equal(t, prefixes("10.20.2.5/24"), got[0].Addresses)
-				assert.True(t, got[0].PrefixKnown)
-				assert.Empty(t, got[0].Gateways)
-				assert.Equal(t, []model.Route{{Dest: netip.MustParsePrefix("10.20.0.0/16"), NextHop: netip.MustParseAddr("10.20.2.1")}}, got[0].Routes)
-				assert.Equal(t, "0a:58:0a:14:02:05", got[0].MAC.String())
-				assert.Equal(t, model.MACFromPodNetworks, got[0].MACSource)
-				assert.Equal(t, "secondary", got[0].Role)
+				// The whole interface: Gateways stays empty (secondary), everything not listed is unset.
+				assert.Equal(t, []model.BoundInterface{{
+					Name: "a", Network: "a", NetworkName: "ns1/sriov-a", PodInterfaceName: model.HashedPodInterfaceName("a"),
+					MAC: mustMAC(t, "0a:58:0a:14:02:05"), MACSource: model.MACFromPodNetworks,
+					Addresses: prefixes("10.20.2.5/24"), PrefixKnown: true,
+					Routes: []model.Route{{Dest: netip.MustParsePrefix("10.20.0.0/16"), NextHop: netip.MustParseAddr("10.20.2.1")}},
+					Role:   "secondary",
+				}}, got)
 			},
 		},
 		{
@@ -57,8 +58,13 @@ func TestBuild_DerivesEachRule(t *testing.T) {
 			snap: &downwardapi.Snapshot{PodNetworks: podNetworks(t, `{"ns1/sriov-a":{"ip_addresses":["fd10:20::5/64"],
 				"mac_address":"0a:58:0a:14:02:05","routes":[{"dest":"fd10::/48","nextHop":"fd10:20::1"}],"role":"secondary"}}`)},
 			check: func(t *testing.T, got []model.BoundInterface) {
-				assert.Equal(t, prefixes("fd10:20::5/64"), got[0].Addresses)
-				assert.Equal(t, "fd10::/48", got[0].Routes[0].Dest.String())
+				assert.Equal(t, []model.BoundInterface{{
+					Name: "a", Network: "a", NetworkName: "ns1/sriov-a", PodInterfaceName: model.HashedPodInterfaceName("a"),
+					MAC: mustMAC(t, "0a:58:0a:14:02:05"), MACSource: model.MACFromPodNetworks,
+					Addresses: prefixes("fd10:20::5/64"), PrefixKnown: true,
+					Routes: []model.Route{{Dest: netip.MustParsePrefix("fd10::/48"), NextHop: netip.MustParseAddr("fd10:20::1")}},
+					Role:   "secondary",
+				}}, got)
 			},
 		},
 		{
@@ -111,18 +117,19 @@ func TestBuild_DerivesEachRule(t *testing.T) {
 				}(),
 			}},
 			check: func(t *testing.T, got []model.BoundInterface) {
-				require.Len(t, got, 2)
-				assert.Equal(t, "b", got[0].Name)
-				assert.Equal(t, "ns2/sriov-b", got[0].NetworkName)
-				assert.Equal(t, "0000:65:00.3", got[0].HostPCIAddress)
-				assert.Equal(t, "02:00:00:00:00:0b", got[0].MAC.String())
-				assert.Equal(t, "a", got[1].Name)
-				assert.Equal(t, "0000:65:00.2", got[1].HostPCIAddress)
-				assert.Equal(t, "pci", got[1].DeviceType)
-				assert.Equal(t, model.HashedPodInterfaceName("a"), got[1].PodInterfaceName)
-				assert.Equal(t, "0000:0a:01.0", got[1].GuestPCIAddress)
-				require.NotNil(t, got[1].BootOrder)
-				assert.Equal(t, uint(2), *got[1].BootOrder)
+				// network-status only, no IPs for the VFs: no addresses, PrefixKnown false.
+				assert.Equal(t, []model.BoundInterface{
+					{
+						Name: "b", Network: "b", NetworkName: "ns2/sriov-b", PodInterfaceName: model.HashedPodInterfaceName("b"),
+						MAC: mustMAC(t, "02:00:00:00:00:0b"), MACSource: model.MACFromNetworkStatus,
+						HostPCIAddress: "0000:65:00.3", DeviceType: "pci",
+					},
+					{
+						Name: "a", Network: "a", NetworkName: sriovA, PodInterfaceName: model.HashedPodInterfaceName("a"),
+						MAC: mustMAC(t, "02:00:00:00:00:0a"), MACSource: model.MACFromNetworkStatus,
+						HostPCIAddress: "0000:65:00.2", DeviceType: "pci", GuestPCIAddress: "0000:0a:01.0", BootOrder: uintp(2),
+					},
+				}, got)
 			},
 		},
 		{

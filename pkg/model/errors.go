@@ -3,6 +3,8 @@ package model
 import (
 	"fmt"
 	"strings"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
 
 // Source names used in InputError and downwardapi.Missing for inputs that are not annotations.
@@ -11,9 +13,6 @@ const (
 	SourcePodIPEnv       = "env MY_POD_IP"
 	SourceDeviceInfoFile = "device-info file"
 )
-
-// maxQuoted bounds how much of an untrusted value an error message repeats.
-const maxQuoted = 64
 
 // InputError is wrong (not late) input for one bound interface: it names the interface, its VMI
 // network, the source (VMI, annotation key, file) and the field, and quotes the offending value.
@@ -28,9 +27,9 @@ type InputError struct {
 func (e *InputError) Error() string {
 	var b strings.Builder
 	if e.Interface != "" {
-		fmt.Fprintf(&b, "interface %s", quote(e.Interface))
+		fmt.Fprintf(&b, "interface %s", netval.Quote(e.Interface))
 		if e.Network != "" {
-			fmt.Fprintf(&b, " (network %s)", quote(e.Network))
+			fmt.Fprintf(&b, " (network %s)", netval.Quote(e.Network))
 		}
 		b.WriteString(": ")
 	}
@@ -45,11 +44,3 @@ func (e *InputError) Error() string {
 }
 
 func (e *InputError) Unwrap() error { return e.Err }
-
-// quote renders an untrusted value for a message: Go-quoted (control characters escaped) and truncated.
-func quote(s string) string {
-	if len(s) > maxQuoted {
-		return fmt.Sprintf("%q...(%d bytes)", s[:maxQuoted], len(s))
-	}
-	return fmt.Sprintf("%q", s)
-}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
 
 // PodNIC is the VMI's pod-network interface when it is not ours: the NIC cloud-init's DHCP fallback would
@@ -107,7 +108,7 @@ func podBindingName(iface Interface) string {
 	case iface.Bridge != nil:
 		return "bridge"
 	case iface.Binding != nil && iface.Binding.Name != "":
-		return quote(iface.Binding.Name)
+		return netval.Quote(iface.Binding.Name)
 	default:
 		return "(none)"
 	}
@@ -134,11 +135,9 @@ func podInterfaceMAC(snap *downwardapi.Snapshot) (mac []byte, source string, err
 			if !match(key, pn) || len(pn.MAC) == 0 {
 				continue
 			}
-			if err := checkMAC(pn.MAC); err != nil {
-				return nil, err
-			}
-			if !isZero(pn.MAC) {
-				return append([]byte(nil), pn.MAC...), nil
+			mac, err := checkedMAC(pn.MAC)
+			if err != nil || mac != nil {
+				return mac, err
 			}
 		}
 		return nil, nil

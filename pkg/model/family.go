@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
 
 // defaultPodNetworksKey is the k8s.ovn.org/pod-networks key of the cluster default network.
@@ -33,7 +34,7 @@ func FamilyOf(a netip.Addr) Family {
 // PrimaryFamily is the pod's primary IP family (DESIGN.md section 2): the family of podIP (env
 // MY_POD_IP) when it parses, else of the first "default" address in pod-networks, else IPv4.
 func PrimaryFamily(snap *downwardapi.Snapshot, podIP string) Family {
-	if a, err := netip.ParseAddr(strings.TrimSpace(podIP)); err == nil {
+	if a, err := netval.ParseAddr(strings.TrimSpace(podIP)); err == nil {
 		return FamilyOf(a)
 	}
 	if snap != nil {

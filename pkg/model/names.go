@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
 
 // Pod interface naming, as KubeVirt's pkg/network/namescheme/networknamescheme.go does it.
@@ -113,7 +115,7 @@ func resolveBindings(vmi *VirtualMachineInstance, bindingName string) ([]binding
 		}
 		if !ValidInterfaceName(iface.Name) {
 			return nil, fail(fmt.Sprintf("spec.domain.devices.interfaces[%d].name", i),
-				fmt.Errorf("invalid interface name %s: only letters, digits, '-' and '_' are allowed", quote(iface.Name)))
+				fmt.Errorf("invalid interface name %s: only letters, digits, '-' and '_' are allowed", netval.Quote(iface.Name)))
 		}
 		// A VMI interface uses the network of the same name (KubeVirt pkg/network/vmispec).
 		n, ok := networks[iface.Name]
@@ -150,12 +152,12 @@ func qualifyNAD(networkName, vmiNamespace string) (string, error) {
 	}
 	if !isDNSLabel(ns) {
 		if !qualified && ns == "" {
-			return "", fmt.Errorf("network name %s has no namespace and the VMI has none", quote(networkName))
+			return "", fmt.Errorf("network name %s has no namespace and the VMI has none", netval.Quote(networkName))
 		}
-		return "", fmt.Errorf("invalid namespace in network name %s", quote(networkName))
+		return "", fmt.Errorf("invalid namespace in network name %s", netval.Quote(networkName))
 	}
 	if !isDNSSubdomain(name) {
-		return "", fmt.Errorf("invalid NetworkAttachmentDefinition name in network name %s", quote(networkName))
+		return "", fmt.Errorf("invalid NetworkAttachmentDefinition name in network name %s", netval.Quote(networkName))
 	}
 	return ns + "/" + name, nil
 }
@@ -165,16 +167,9 @@ func qualifyNAD(networkName, vmiNamespace string) (string, error) {
 // '.', '/', NUL or XML metacharacters, which is what pkg/domain (an alias attribute) and
 // pkg/ifacecache (a file name) rely on; this is the one place the rule lives.
 func ValidInterfaceName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !isAlnum(c) && c != '-' && c != '_' {
-			return false
-		}
-	}
-	return true
+	return s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return r >= 0x80 || !isAlnum(byte(r)) && r != '-' && r != '_'
+	}) < 0
 }
 
 func isAlnum(c byte) bool {

@@ -251,3 +251,17 @@ func TestDomain_PodNICWithoutMAC_FilledFromThePod_OrWarnedAboutWhenTheDomainDisa
 		})
 	}
 }
+
+// A PCI address that passes the input parsers passes every later step too: downwardapi and model
+// once accepted a 5-digit domain (Intel VMD, 0x10000 and up) that domain.Apply then refused at
+// OnDefineDomain. The rule now lives in pkg/netval alone.
+func TestDomain_FiveDigitPCIDomain_AcceptedByEveryStep(t *testing.T) {
+	vmi := vmiOf(t, fmt.Sprintf(boundSpec, `,"volumes":[{"name":"c","cloudInitNoCloud":{}}]`))
+	ns := `[{"name":"ns/nad1","interface":"` + model.HashedPodInterfaceName("vf1") + `","ips":["10.0.0.5"],"mac":"02:00:00:00:01:01",` +
+		`"device-info":{"type":"pci","version":"1.1.0","pci":{"pci-address":"10000:01:00.2"}}}]`
+	snap := downwardapi.SnapshotFromMaps(nil, map[string]string{downwardapi.NetworkStatusAnnotation: ns})
+	require.Empty(t, snap.Problems)
+	out, _, err := domainOf(t, vmi, snap, []byte("<domain><devices></devices></domain>"))
+	require.NoError(t, err)
+	assert.Contains(t, string(out), `<address domain="0x10000" bus="0x01" slot="0x00" function="0x2">`)
+}

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"fmt"
-	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/kubevirtjson"
 	"time"
 
 	"k8s.io/kubernetes/pkg/fieldpath"
@@ -10,6 +9,7 @@ import (
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/cloudinit"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/kubevirtjson"
 )
 
 // RenderAnnotationBytes pads the annotations of every render case: real virt-launcher pods carry

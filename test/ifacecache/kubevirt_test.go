@@ -23,9 +23,9 @@ import (
 	"kubevirt.io/kubevirt/pkg/virt-launcher/virtwrap/api"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache"
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache/statusmerge"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/kubevirtjson"
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/statusmerge"
 )
 
 const (

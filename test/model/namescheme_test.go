@@ -3,7 +3,6 @@ package model_test
 
 import (
 	"fmt"
-	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/kubevirtjson"
 	"strings"
 	"testing"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/kubevirtjson"
 )
 
 var networkNames = []string{

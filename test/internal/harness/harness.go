@@ -36,21 +36,25 @@ func RepoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
 }
 
-// BuildTags are the build tags of the shipped binary (the Makefile's GOTAGS, images/Containerfile):
-// grpcnotrace leaves out gRPC's golang.org/x/net/trace, and with it text/template, whose reflection
-// keeps every exported method of every linked type (2.7 MiB of binary pages in idle RSS, test/bench/README.md).
-const BuildTags = "grpcnotrace"
-
-// Build compiles ./cmd/sidecar into dir, as the image does, and returns the binary's path.
+// Build compiles the sidecar into dir with `make build`, so the binary the tests drive is built exactly as
+// the image builds it (the build tags, flags and ldflags are defined once, in the Makefile), and returns
+// its path.
 func Build(dir string) (string, error) {
 	bin := filepath.Join(dir, "sriov-udn-binding")
-	cmd := exec.Command("go", "build", "-tags", BuildTags, "-o", bin, "./cmd/sidecar")
-	cmd.Dir = RepoRoot()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/sidecar: %w\n%s", err, out)
+	if err := MakeBuild(bin); err != nil {
+		return "", err
 	}
 	return bin, nil
+}
+
+// MakeBuild runs `make build BIN=bin` in the repository root.
+func MakeBuild(bin string) error {
+	cmd := exec.Command("make", "--no-print-directory", "build", "BIN="+bin)
+	cmd.Dir = RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("make build BIN=%s: %w\n%s", bin, err, out)
+	}
+	return nil
 }
 
 // RequireRoot skips, saying why, when the test cannot create KubeVirt's hook root.

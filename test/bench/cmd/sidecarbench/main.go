@@ -141,39 +141,36 @@ func run(o options, stdout io.Writer) error {
 	return writeJSON(o.jsonOut, res)
 }
 
-// buildBinaries builds whichever binary was not given, with the flags of `make build` (ours with its
-// build tags too; the peer has none).
+// buildBinaries builds whichever binary was not given: ours with `make build` (the Makefile holds its
+// build tags and flags), the peer with the same flags and no tags, as KubeVirt builds it.
 func buildBinaries(o *options) error {
 	if err := os.MkdirAll(o.binDir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", o.binDir, err)
 	}
-	builds := []struct {
-		path *string
-		name string
-		dir  string
-		pkg  string
-		tags string
-	}{
-		{&o.ours, "sriov-udn-binding", harness.RepoRoot(), "./cmd/sidecar", harness.BuildTags},
-		// The peer as KubeVirt builds it: no tags.
-		{&o.peer, "network-passt-binding", filepath.Join(harness.RepoRoot(), "test"), peerPackage, ""},
-	}
-	for i, b := range builds {
-		if *b.path != "" || (i == 1 && o.only != "") { // one figure alone is ours only: no peer
-			continue
-		}
-		out, err := filepath.Abs(filepath.Join(o.binDir, b.name))
+	if o.ours == "" {
+		out, err := filepath.Abs(filepath.Join(o.binDir, "sriov-udn-binding"))
 		if err != nil {
-			return fmt.Errorf("path of %s: %w", b.name, err)
+			return fmt.Errorf("path of sriov-udn-binding: %w", err)
 		}
-		cmd := exec.Command("go", "build", "-trimpath", "-tags", b.tags, "-ldflags", "-s -w", "-o", out, b.pkg)
-		cmd.Dir = b.dir
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if msg, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build %s: %w\n%s", b.pkg, err, msg)
+		if err := harness.MakeBuild(out); err != nil {
+			return err
 		}
-		*b.path = out
+		o.ours = out
 	}
+	if o.peer != "" || o.only != "" { // one figure alone is ours only: no peer
+		return nil
+	}
+	out, err := filepath.Abs(filepath.Join(o.binDir, "network-passt-binding"))
+	if err != nil {
+		return fmt.Errorf("path of network-passt-binding: %w", err)
+	}
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, peerPackage)
+	cmd.Dir = filepath.Join(harness.RepoRoot(), "test")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %w\n%s", peerPackage, err, msg)
+	}
+	o.peer = out
 	return nil
 }
 

@@ -1,8 +1,6 @@
 package statusmerge
 
 import (
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache"
-
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -13,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	kvv1 "kubevirt.io/api/core/v1"
 
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 )
 

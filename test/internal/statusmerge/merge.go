@@ -1,14 +1,13 @@
 package statusmerge
 
 import (
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache"
-
 	"net/netip"
 	"slices"
 	"strings"
 
 	kvv1 "kubevirt.io/api/core/v1"
 
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 )
 
