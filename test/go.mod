@@ -4,7 +4,7 @@ go 1.26.0
 
 replace github.com/sriov-udn-binding/sriov-udn-binding => ../
 
-// Pins from kubevirt.io/kubevirt@v1.8.0 go.mod (staging dirs mapped to released modules) and
+// Pins from kubevirt.io/kubevirt@v1.8.4 go.mod (staging dirs mapped to released modules) and
 // k8s.io/kubernetes@v1.34.2 go.mod (./staging/src/k8s.io/X mapped to k8s.io/X v0.34.2). See DESIGN.md section 6.
 replace (
 	github.com/nxadm/tail => github.com/nxadm/tail v0.0.0-20211216163028-4472660a31a6
@@ -46,8 +46,8 @@ replace (
 	k8s.io/sample-apiserver => k8s.io/sample-apiserver v0.34.2
 	k8s.io/sample-cli-plugin => k8s.io/sample-cli-plugin v0.34.2
 	k8s.io/sample-controller => k8s.io/sample-controller v0.34.2
-	kubevirt.io/api => kubevirt.io/api v1.8.0
-	kubevirt.io/client-go => kubevirt.io/client-go v1.8.0
+	kubevirt.io/api => kubevirt.io/api v1.8.4
+	kubevirt.io/client-go => kubevirt.io/client-go v1.8.4
 )
 
 require (
@@ -55,13 +55,14 @@ require (
 	github.com/k8snetworkplumbingwg/network-attachment-definition-client v1.7.7
 	github.com/sriov-udn-binding/sriov-udn-binding v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1
+	github.com/vishvananda/netlink v1.3.1
 	go.yaml.in/yaml/v3 v3.0.5
 	google.golang.org/grpc v1.85.0
 	k8s.io/apimachinery v0.34.3
 	k8s.io/kubernetes v1.34.2
-	kubevirt.io/api v1.8.0
+	kubevirt.io/api v1.8.4
 	kubevirt.io/client-go v0.0.0-00010101000000-000000000000
-	kubevirt.io/kubevirt v1.8.0
+	kubevirt.io/kubevirt v1.8.4
 	libvirt.org/go/libvirtxml v1.12008.0
 )
 
@@ -129,7 +130,6 @@ require (
 	github.com/sirupsen/logrus v1.9.4 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/u-root/uio v0.0.0-20230220225925-ffce2a382923 // indirect
-	github.com/vishvananda/netlink v1.3.1 // indirect
 	github.com/vishvananda/netns v0.0.5 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.opentelemetry.io/otel v1.45.0 // indirect
