@@ -76,6 +76,15 @@ type derived struct {
 	// statusMAC is network-status's "mac" for the interface (nil when absent), kept to tell the
 	// operator when it disagrees with the VMI's macAddress (MACMismatches).
 	statusMAC net.HardwareAddr
+	// infoMAC and infoMTU are the first "mac" and "mtu" that network-info has for the interface (the
+	// device-info file, else the kubevirt.io/network-info annotation; nil and 0 when absent), and
+	// infoMACSource / infoMTUSource name where each came from: kept for MACMismatches and
+	// NetworkInfoMismatches. statusMTU is network-status's "mtu" (0 when absent).
+	infoMAC       net.HardwareAddr
+	infoMACSource string
+	infoMTU       int
+	infoMTUSource string
+	statusMTU     int
 }
 
 // Build derives every bound interface, in VMI spec order, from what the snapshot has now. It never
@@ -244,12 +253,51 @@ func derive(b binding, snap *downwardapi.Snapshot, idx snapshotIndex, primary Fa
 		if err := d.setDNS(st.DNS, f); err != nil {
 			return d, err
 		}
-		if st.Mtu != 0 && (st.Mtu < minMTU || st.Mtu > maxMTU) {
-			return d, f.fail(downwardapi.NetworkStatusAnnotation, "mtu", fmt.Errorf("MTU %d is outside %d-%d", st.Mtu, minMTU, maxMTU))
-		}
-		d.MTU = st.Mtu
+	}
+	if err := d.setMTU(st, fileInfo, annInfo, f); err != nil {
+		return d, err
 	}
 	return d, nil
+}
+
+// setMTU takes the MTU from network-status "mtu", else the device-info file's "mtu", else the
+// kubevirt.io/network-info annotation's (KubeVirt >= v1.9 copies network-status's there:
+// pkg/network/downwardapi/networkinfo.go generateNetworkInfo). network-status wins a disagreement because
+// it is the CNI's own record, while network-info is virt-controller's copy of it; with device-info only
+// (no pod-info) network-info is the only source, and before v1.9 there is none there. 0 means absent;
+// every present value must be a usable MTU.
+func (d *derived) setMTU(st *downwardapi.NetworkStatus, fileInfo, annInfo *downwardapi.NetworkInfoInterface, f ifaceFailer) error {
+	type candidate struct {
+		where string
+		field string
+		value int
+	}
+	var cands []candidate
+	if st != nil {
+		cands = append(cands, candidate{downwardapi.NetworkStatusAnnotation, "mtu", st.Mtu})
+		d.statusMTU = st.Mtu
+	}
+	if fileInfo != nil {
+		cands = append(cands, candidate{SourceDeviceInfoFile, "interfaces[].mtu", fileInfo.Mtu})
+	}
+	if annInfo != nil {
+		cands = append(cands, candidate{downwardapi.NetworkInfoAnnotation, "interfaces[].mtu", annInfo.Mtu})
+	}
+	for _, c := range cands {
+		if c.value == 0 {
+			continue
+		}
+		if c.value < minMTU || c.value > maxMTU {
+			return f.fail(c.where, c.field, fmt.Errorf("MTU %d is outside %d-%d", c.value, minMTU, maxMTU))
+		}
+		if d.MTU == 0 {
+			d.MTU = c.value
+		}
+		if c.where != downwardapi.NetworkStatusAnnotation && d.infoMTU == 0 {
+			d.infoMTU, d.infoMTUSource = c.value, c.where
+		}
+	}
+	return nil
 }
 
 // lookupNetworkStatus finds the network-status entry of a pod interface; it must name the
@@ -317,7 +365,8 @@ func indexNetworkInfo(info *downwardapi.NetworkInfo) map[string]int {
 }
 
 // setMAC applies DESIGN.md's precedence: VMI macAddress, network-status mac, network-info mac (a copy
-// of network-status mac, present when only device-info is mounted), pod-networks mac_address. Every
+// of network-status mac, present when only device-info is mounted; the device-info file before the
+// annotation), pod-networks mac_address. Every
 // present value is validated; an all-zero MAC counts as absent (SR-IOV CNI reports no admin MAC so).
 func (d *derived) setMAC(vmiMAC string, st *downwardapi.NetworkStatus, fileInfo, annInfo *downwardapi.NetworkInfoInterface,
 	pn *downwardapi.PodNetwork, f ifaceFailer) error {
@@ -348,8 +397,11 @@ func (d *derived) setMAC(vmiMAC string, st *downwardapi.NetworkStatus, fileInfo,
 		if mac != nil && d.MAC == nil {
 			d.MAC, d.MACSource = mac, c.source
 		}
-		if c.source == MACFromNetworkStatus {
+		switch {
+		case c.source == MACFromNetworkStatus:
 			d.statusMAC = mac
+		case c.source == MACFromNetworkInfo && d.infoMAC == nil:
+			d.infoMAC, d.infoMACSource = mac, c.where
 		}
 	}
 	if pn != nil && len(pn.MAC) > 0 {
