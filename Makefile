@@ -16,8 +16,26 @@ LDFLAGS      := -s -w -X main.version=$(VERSION)
 GOTAGS       := grpcnotrace
 # Go modules that hold tests: the sidecar, the integration/guest module, the manifests module.
 MODULES      := . test test/manifests
+# KubeVirt versions every test of the test module runs against (issue #16): test/go.mod pins the first,
+# each other one has test/go.kubevirt-<V>.mod/.sum derived from test/go.mod by .ci/kubevirt-modfiles
+# (`make modfiles` writes them, `make modfiles-check` fails when they are stale).
+KUBEVIRT_EXTRA    := v1.9.0
+KUBEVIRT_VERSIONS  = $(shell .ci/kubevirt-modfiles base) $(KUBEVIRT_EXTRA)
 
-.PHONY: help build test test-unit test-integration test-manifests test-guest demo bench bench-largest bench-micro lint fuzz image e2e clean
+# for_kubevirt runs, in test/, the shell command $(3) once per KubeVirt version, with v (the version), mf (its
+# -modfile flag, empty for test/go.mod) and pkgs (the packages matching $(1), less those matching the regexp
+# $(2), that build with it) set, and KUBEVIRT_VERSION exported; $(4) names the step in the log.
+define for_kubevirt
+	@set -euo pipefail; cd test; for v in $(KUBEVIRT_VERSIONS); do \
+	  mf=$$(../.ci/kubevirt-modfiles flag $$v); pkgs=$$(../.ci/kubevirt-modfiles packages $$v '$(1)' '$(2)'); \
+	  echo "== KubeVirt $$v ($${mf:-go.mod}): $(4): $$(echo $$pkgs | wc -w) packages"; \
+	  if [ -z "$$pkgs" ]; then echo "== KubeVirt $$v: $(4): nothing to run (left out above)"; continue; fi; \
+	  export KUBEVIRT_VERSION=$$v; $(3); \
+	  echo "== KubeVirt $$v: $(4): passed"; \
+	done
+endef
+
+.PHONY: help build test test-unit test-integration test-manifests test-guest test-vet-matrix modfiles modfiles-check demo bench bench-largest bench-micro lint fuzz image e2e clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -28,7 +46,8 @@ build: ## static sidecar binary at $(BIN)
 test: ## every test: unit, integration (KubeVirt hook Manager, kubelet AtomicWriter, cloud-init), guest boot
 	go vet ./...
 	go test -count=1 ./...
-	cd test && go vet ./... && go vet -tags e2e ./...
+	$(MAKE) modfiles-check
+	$(MAKE) test-vet-matrix
 	$(MAKE) test-integration
 	$(MAKE) test-manifests
 	$(MAKE) test-guest
@@ -36,11 +55,21 @@ test: ## every test: unit, integration (KubeVirt hook Manager, kubelet AtomicWri
 test-unit: ## unit tests of the sidecar module only
 	go test -count=1 ./...
 
-test-integration: ## the test/ module without the guest boot
-	cd test && go test -count=1 $$(go list ./... | grep -v /guest)
+test-integration: ## the test/ module without the guest boot, once per KubeVirt version (KUBEVIRT_VERSIONS)
+	$(call for_kubevirt,./...,/guest$$,go test $$mf -count=1 $$pkgs,go test)
 
-test-guest: ## boot a real Debian guest with cloud-init on the ISO KubeVirt builds from our output
-	cd test && go test -count=1 -timeout 30m -v ./guest/...
+test-guest: ## boot a real Debian guest with cloud-init on the ISO KubeVirt builds from our output, per KubeVirt version
+	$(call for_kubevirt,./guest/...,,go test $$mf -count=1 -timeout 30m -v $$pkgs,guest boot)
+
+test-vet-matrix: ## go vet the test/ module (and its e2e tag) against each KubeVirt version
+	$(call for_kubevirt,./...,,go vet $$mf $$pkgs,go vet)
+	$(call for_kubevirt,./...,,GOFLAGS="$${GOFLAGS:-} -tags=e2e" go vet $$mf $$pkgs,go vet -tags e2e)
+
+modfiles: ## regenerate test/go.kubevirt-<V>.mod/.sum from test/go.mod (after changing test/go.mod)
+	.ci/kubevirt-modfiles generate $(KUBEVIRT_EXTRA)
+
+modfiles-check: ## fail when test/go.kubevirt-<V>.mod/.sum differ from what `make modfiles` writes
+	.ci/kubevirt-modfiles check $(KUBEVIRT_EXTRA)
 
 demo: ## run the sidecar's main job (render) on built-in sample data
 	@echo "== make demo: building $(BIN) first (on a fresh machine this downloads the Go modules and compiles: about 2 minutes)"
