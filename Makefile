@@ -16,9 +16,9 @@ LDFLAGS      := -s -w -X main.version=$(VERSION)
 GOTAGS       := grpcnotrace
 # Go modules that hold tests: the sidecar, the integration/guest module, the manifests module.
 MODULES      := . test test/manifests
-# KubeVirt versions every test of the test module runs against (issue #16): test/go.mod pins the first,
-# each other one has test/go.kubevirt-<V>.mod/.sum derived from test/go.mod by .ci/kubevirt-modfiles
-# (`make modfiles` writes them, `make modfiles-check` fails when they are stale).
+# KubeVirt versions every test of the test modules runs against (issue #16): test/go.mod (and
+# test/manifests/go.mod) pin the first, each other one has go.kubevirt-<V>.mod/.sum beside them, derived by
+# .ci/kubevirt-modfiles (`make modfiles` writes them, `make modfiles-check` fails when they are stale).
 KUBEVIRT_EXTRA    := v1.9.0
 KUBEVIRT_VERSIONS  = $(shell .ci/kubevirt-modfiles base) $(KUBEVIRT_EXTRA)
 
@@ -65,11 +65,15 @@ test-vet-matrix: ## go vet the test/ module (and its e2e tag) against each KubeV
 	$(call for_kubevirt,./...,,go vet $$mf $$pkgs,go vet)
 	$(call for_kubevirt,./...,,GOFLAGS="$${GOFLAGS:-} -tags=e2e" go vet $$mf $$pkgs,go vet -tags e2e)
 
-modfiles: ## regenerate test/go.kubevirt-<V>.mod/.sum from test/go.mod (after changing test/go.mod)
+modfiles: ## regenerate test{,/manifests}/go.kubevirt-<V>.mod/.sum from their go.mod (after changing a go.mod)
 	.ci/kubevirt-modfiles generate $(KUBEVIRT_EXTRA)
+	MODULE=test/manifests .ci/kubevirt-modfiles generate $(KUBEVIRT_EXTRA)
 
-modfiles-check: ## fail when test/go.kubevirt-<V>.mod/.sum differ from what `make modfiles` writes
+modfiles-check: ## fail when a go.kubevirt-<V>.mod/.sum differs from what `make modfiles` writes, or the base versions differ
 	.ci/kubevirt-modfiles check $(KUBEVIRT_EXTRA)
+	MODULE=test/manifests .ci/kubevirt-modfiles check $(KUBEVIRT_EXTRA)
+	@a=$$(.ci/kubevirt-modfiles base); b=$$(MODULE=test/manifests .ci/kubevirt-modfiles base); \
+	  if [ "$$a" != "$$b" ]; then echo "test/go.mod pins KubeVirt $$a but test/manifests/go.mod kubevirt.io/api $$b"; exit 1; fi
 
 demo: ## run the sidecar's main job (render) on built-in sample data
 	@echo "== make demo: building $(BIN) first (on a fresh machine this downloads the Go modules and compiles: about 2 minutes)"
@@ -94,8 +98,13 @@ lint: ## gofmt, go vet, staticcheck (pinned) on every module
 fuzz: ## run every fuzz target for FUZZTIME each (default 60s)
 	@set -e; for pkg in $$(go list ./...); do for f in $$(go test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do echo "== $$pkg $$f"; go test -run '^$$' -fuzz "^$$f$$" -fuzztime $${FUZZTIME:-60s} $$pkg; done; done
 
-test-manifests: ## manifests decode strictly, kustomize builds, admission policy verdicts
-	cd test/manifests && go vet ./... && go test -count=1 ./...
+test-manifests: ## manifests decode strictly, kustomize builds, admission policy verdicts, per KubeVirt API version
+	@set -euo pipefail; cd test/manifests; for v in $(KUBEVIRT_VERSIONS); do \
+	  mf=$$(MODULE=test/manifests ../../.ci/kubevirt-modfiles flag $$v); \
+	  echo "== KubeVirt $$v ($${mf:-go.mod}): test/manifests"; \
+	  export KUBEVIRT_VERSION=$$v; go vet $$mf ./...; go test $$mf -count=1 ./...; \
+	  echo "== KubeVirt $$v: test/manifests: passed"; \
+	done
 
 image: ## container image (IMAGE=..., VERSION=..., CONTAINER_TOOL=docker|podman)
 	$(CONTAINER_TOOL) build -f images/Containerfile --build-arg VERSION=$(VERSION) -t $(IMAGE) .
