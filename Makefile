@@ -25,14 +25,16 @@ KUBEVIRT_VERSIONS  = $(shell .ci/kubevirt-modfiles base) $(KUBEVIRT_EXTRA)
 # for_kubevirt runs, in test/, the shell command $(3) once per KubeVirt version, with v (the version), mf (its
 # -modfile flag, empty for test/go.mod) and pkgs (the packages matching $(1), less those matching the regexp
 # $(2), that build with it) set, and KUBEVIRT_VERSION exported; $(4) names the step in the log.
+# Every version runs even when an earlier one failed; the step fails at the end if any did.
 define for_kubevirt
-	@set -euo pipefail; cd test; for v in $(KUBEVIRT_VERSIONS); do \
+	@set -euo pipefail; cd test; failed=""; for v in $(KUBEVIRT_VERSIONS); do \
 	  mf=$$(../.ci/kubevirt-modfiles flag $$v); pkgs=$$(../.ci/kubevirt-modfiles packages $$v '$(1)' '$(2)'); \
 	  echo "== KubeVirt $$v ($${mf:-go.mod}): $(4): $$(echo $$pkgs | wc -w) packages"; \
 	  if [ -z "$$pkgs" ]; then echo "== KubeVirt $$v: $(4): nothing to run (left out above)"; continue; fi; \
-	  export KUBEVIRT_VERSION=$$v; $(3); \
-	  echo "== KubeVirt $$v: $(4): passed"; \
-	done
+	  export KUBEVIRT_VERSION=$$v; \
+	  if $(3); then echo "== KubeVirt $$v: $(4): passed"; else echo "== KubeVirt $$v: $(4): FAILED"; failed="$$failed $$v"; fi; \
+	done; \
+	if [ -n "$$failed" ]; then echo "== $(4) failed on KubeVirt$$failed"; exit 1; fi
 endef
 
 .PHONY: help build test test-unit test-integration test-manifests test-guest test-vet-matrix modfiles modfiles-check demo bench bench-largest bench-micro lint fuzz image e2e clean
