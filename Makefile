@@ -18,8 +18,28 @@ LDFLAGS      := -s -w -X main.version=$(VERSION)
 GOTAGS       := grpcnotrace
 # Go modules that hold tests: the sidecar, the integration/guest module, the manifests module.
 MODULES      := . test test/manifests
+# KubeVirt versions every test of the test modules runs against (issue #16): test/go.mod (and
+# test/manifests/go.mod) pin the first, each other one has go.kubevirt-<V>.mod/.sum beside them, derived by
+# .ci/kubevirt-modfiles (`make modfiles` writes them, `make modfiles-check` fails when they are stale).
+KUBEVIRT_EXTRA    := v1.9.0
+KUBEVIRT_VERSIONS  = $(shell .ci/kubevirt-modfiles base) $(KUBEVIRT_EXTRA)
 
-.PHONY: help build check-build test test-unit tidy-check test-integration test-manifests test-guest demo bench bench-largest bench-micro lint fuzz image e2e clean
+# for_kubevirt runs, in test/, the shell command $(3) once per KubeVirt version, with v (the version), mf (its
+# -modfile flag, empty for test/go.mod) and pkgs (the packages matching $(1), less those matching the regexp
+# $(2), that build with it) set, and KUBEVIRT_VERSION exported; $(4) names the step in the log.
+# Every version runs even when an earlier one failed; the step fails at the end if any did.
+define for_kubevirt
+	@set -euo pipefail; cd test; failed=""; for v in $(KUBEVIRT_VERSIONS); do \
+	  mf=$$(../.ci/kubevirt-modfiles flag $$v); pkgs=$$(../.ci/kubevirt-modfiles packages $$v '$(1)' '$(2)'); \
+	  echo "== KubeVirt $$v ($${mf:-go.mod}): $(4): $$(echo $$pkgs | wc -w) packages"; \
+	  if [ -z "$$pkgs" ]; then echo "== KubeVirt $$v: $(4): nothing to run (left out above)"; continue; fi; \
+	  export KUBEVIRT_VERSION=$$v; \
+	  if $(3); then echo "== KubeVirt $$v: $(4): passed"; else echo "== KubeVirt $$v: $(4): FAILED"; failed="$$failed $$v"; fi; \
+	done; \
+	if [ -n "$$failed" ]; then echo "== $(4) failed on KubeVirt$$failed"; exit 1; fi
+endef
+
+.PHONY: help build check-build test test-unit tidy-check test-integration test-manifests test-guest test-vet-matrix modfiles modfiles-check demo bench bench-largest bench-micro lint fuzz image e2e clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -35,7 +55,8 @@ check-build: ## fail unless $(BIN) is static, built with $(GOTAGS) and stamped w
 test: ## every test: unit, integration (KubeVirt hook Manager, kubelet AtomicWriter, cloud-init), guest boot
 	go vet ./...
 	go test -race -count=1 ./...
-	cd test && go vet ./... && go vet -tags e2e ./...
+	$(MAKE) modfiles-check
+	$(MAKE) test-vet-matrix
 	$(MAKE) test-integration
 	$(MAKE) test-manifests
 	$(MAKE) test-guest
@@ -43,11 +64,25 @@ test: ## every test: unit, integration (KubeVirt hook Manager, kubelet AtomicWri
 test-unit: ## unit tests of the sidecar module only, under the race detector
 	go test -race -count=1 ./...
 
-test-integration: ## the test/ module without the guest boot
-	cd test && go test -count=1 $$(go list ./... | grep -v /guest)
+test-integration: ## the test/ module without the guest boot, once per KubeVirt version (KUBEVIRT_VERSIONS)
+	$(call for_kubevirt,./...,/guest$$,go test $$mf -count=1 $$pkgs,go test)
 
-test-guest: ## boot a real Debian guest with cloud-init on the ISO KubeVirt builds from our output
-	cd test && go test -count=1 -timeout 30m -v ./guest/...
+test-guest: ## boot a real Debian guest with cloud-init on the ISO KubeVirt builds from our output, per KubeVirt version
+	$(call for_kubevirt,./guest/...,,go test $$mf -count=1 -timeout 30m -v $$pkgs,guest boot)
+
+test-vet-matrix: ## go vet the test/ module (and its e2e tag) against each KubeVirt version
+	$(call for_kubevirt,./...,,go vet $$mf $$pkgs,go vet)
+	$(call for_kubevirt,./...,,GOFLAGS="$${GOFLAGS:-} -tags=e2e" go vet $$mf $$pkgs,go vet -tags e2e)
+
+modfiles: ## regenerate test{,/manifests}/go.kubevirt-<V>.mod/.sum from their go.mod (after changing a go.mod)
+	.ci/kubevirt-modfiles generate $(KUBEVIRT_EXTRA)
+	MODULE=test/manifests .ci/kubevirt-modfiles generate $(KUBEVIRT_EXTRA)
+
+modfiles-check: ## fail when a go.kubevirt-<V>.mod/.sum differs from what `make modfiles` writes, or the base versions differ
+	.ci/kubevirt-modfiles check $(KUBEVIRT_EXTRA)
+	MODULE=test/manifests .ci/kubevirt-modfiles check $(KUBEVIRT_EXTRA)
+	@a=$$(.ci/kubevirt-modfiles base); b=$$(MODULE=test/manifests .ci/kubevirt-modfiles base); \
+	  if [ "$$a" != "$$b" ]; then echo "test/go.mod pins KubeVirt $$a but test/manifests/go.mod kubevirt.io/api $$b"; exit 1; fi
 
 demo: ## run the sidecar's main job (render) on built-in sample data
 	@echo "== make demo: building $(BIN) first (on a fresh machine this downloads the Go modules and compiles: about 2 minutes)"
@@ -76,8 +111,13 @@ tidy-check: ## fail when `go mod tidy` would change go.mod or go.sum of any modu
 fuzz: ## run every fuzz target for FUZZTIME each (default 60s)
 	@set -e; for pkg in $$(go list ./...); do for f in $$(go test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do echo "== $$pkg $$f"; go test -run '^$$' -fuzz "^$$f$$" -fuzztime $${FUZZTIME:-60s} $$pkg; done; done
 
-test-manifests: ## manifests decode strictly, kustomize builds, admission policy verdicts
-	cd test/manifests && go vet ./... && go test -count=1 ./...
+test-manifests: ## manifests decode strictly, kustomize builds, admission policy verdicts, per KubeVirt API version
+	@set -euo pipefail; cd test/manifests; for v in $(KUBEVIRT_VERSIONS); do \
+	  mf=$$(MODULE=test/manifests ../../.ci/kubevirt-modfiles flag $$v); \
+	  echo "== KubeVirt $$v ($${mf:-go.mod}): test/manifests"; \
+	  export KUBEVIRT_VERSION=$$v; go vet $$mf ./...; go test $$mf -count=1 ./...; \
+	  echo "== KubeVirt $$v: test/manifests: passed"; \
+	done
 
 image: ## container image (IMAGE=..., VERSION=..., CONTAINER_TOOL=docker|podman)
 	$(CONTAINER_TOOL) build -f images/Containerfile --build-arg VERSION=$(VERSION) -t $(IMAGE) .

@@ -4,7 +4,7 @@ go 1.26.0
 
 replace github.com/sriov-udn-binding/sriov-udn-binding => ../
 
-// Pins from kubevirt.io/kubevirt@v1.8.0 go.mod (staging dirs mapped to released modules) and
+// Pins from kubevirt.io/kubevirt@v1.8.4 go.mod (staging dirs mapped to released modules) and
 // k8s.io/kubernetes@v1.34.2 go.mod (./staging/src/k8s.io/X mapped to k8s.io/X v0.34.2). See DESIGN.md section 6.
 replace (
 	github.com/nxadm/tail => github.com/nxadm/tail v0.0.0-20211216163028-4472660a31a6
@@ -46,8 +46,8 @@ replace (
 	k8s.io/sample-apiserver => k8s.io/sample-apiserver v0.34.2
 	k8s.io/sample-cli-plugin => k8s.io/sample-cli-plugin v0.34.2
 	k8s.io/sample-controller => k8s.io/sample-controller v0.34.2
-	kubevirt.io/api => kubevirt.io/api v1.8.0
-	kubevirt.io/client-go => kubevirt.io/client-go v1.8.0
+	kubevirt.io/api => kubevirt.io/api v1.8.4
+	kubevirt.io/client-go => kubevirt.io/client-go v1.8.4
 )
 
 require (
@@ -60,9 +60,9 @@ require (
 	google.golang.org/grpc v1.85.0
 	k8s.io/apimachinery v0.34.3
 	k8s.io/kubernetes v1.34.2
-	kubevirt.io/api v1.8.0
+	kubevirt.io/api v1.8.4
 	kubevirt.io/client-go v0.0.0-00010101000000-000000000000
-	kubevirt.io/kubevirt v1.8.0
+	kubevirt.io/kubevirt v1.8.4
 	libvirt.org/go/libvirtxml v1.12008.0
 )
 

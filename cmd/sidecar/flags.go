@@ -28,7 +28,18 @@ type config struct {
 	waitTimeout    time.Duration
 	logLevel       slog.Level
 	showVersion    bool
+	// bindingNameSource says where bindingName came from: "--binding-name", "BINDING_NAME",
+	// "NETWORK_BINDING_PLUGIN_NAME" or "default".
+	bindingNameSource string
+	// kubevirtBindingName is NETWORK_BINDING_PLUGIN_NAME ("" when unset): the name KubeVirt v1.9+
+	// registered this sidecar under. serve warns when the binding name in use differs from it.
+	kubevirtBindingName string
 }
+
+// kubevirtBindingNameEnv is set by virt-controller v1.9+ on every binding-plugin sidecar to the
+// binding's name in the KubeVirt CR (kubevirt v1.9.0 pkg/hooks/hooks.go NetworkBindingPluginNameEnvVar,
+// pkg/virt-controller/services/template.go newSidecarContainerRenderer). v1.8 sets nothing.
+const kubevirtBindingNameEnv = "NETWORK_BINDING_PLUGIN_NAME"
 
 // parseFlags reads flags; each flag's default comes from its environment twin when that is set,
 // so a flag on the command line wins over the environment, which wins over the built-in default.
@@ -44,7 +55,17 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), helpOut io
 	}
 	str(&cfg.socketDir, "socket-dir", "SOCKET_DIR", "/var/run/kubevirt-hooks", "directory of the hook socket (KubeVirt's shared hooks mount)")
 	str(&cfg.socketName, "socket-name", "SOCKET_NAME", "sriov-udn-binding.sock", "hook socket file name, unique among the pod's sidecars")
-	str(&cfg.bindingName, "binding-name", "BINDING_NAME", "sriov-udn", "binding plugin name in the KubeVirt CR (spec.configuration.network.binding)")
+	// The binding name's default is the one KubeVirt says, else ours; BINDING_NAME and the flag
+	// override it like any twin and flag.
+	bindingDef, bindingSource := "sriov-udn", "default"
+	if v, ok := lookupEnv(kubevirtBindingNameEnv); ok && strings.TrimSpace(v) != "" {
+		bindingDef, bindingSource, cfg.kubevirtBindingName = v, kubevirtBindingNameEnv, v
+	}
+	if _, ok := lookupEnv("BINDING_NAME"); ok {
+		bindingSource = "BINDING_NAME"
+	}
+	str(&cfg.bindingName, "binding-name", "BINDING_NAME", bindingDef,
+		"binding plugin name in the KubeVirt CR (spec.configuration.network.binding); env "+kubevirtBindingNameEnv+", set by KubeVirt >= v1.9, is the default when set")
 	str(&cfg.deviceInfoFile, "device-info-file", "DEVICE_INFO_FILE", "/etc/podinfo/network-info", "device-info DownwardAPI file (kubevirt.io/network-info)")
 	str(&cfg.podInfoDir, "pod-info-dir", "POD_INFO_DIR", "/var/run/kubevirt-private/downwardapi/podinfo", "pod-info DownwardAPI directory (labels, annotations)")
 	str(&cfg.ifaceCacheDir, "iface-cache-dir", "IFACE_CACHE_DIR", "/var/run/kubevirt-hooks/ifacecache", "where PodIfaceCacheData files are written (<dir>/<vmi-uid>/<iface>)")
@@ -88,6 +109,10 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), helpOut io
 	if set["log-level"] {
 		levelSource = "--log-level"
 	}
+	if set["binding-name"] {
+		bindingSource = "--binding-name"
+	}
+	cfg.bindingNameSource = bindingSource
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}

@@ -26,7 +26,38 @@ func TestParseFlags_DefaultsMatchKubeVirtLayout(t *testing.T) {
 		ifaceCacheDir:  "/var/run/kubevirt-hooks/ifacecache",
 		waitTimeout:    45 * time.Second,
 		logLevel:       slog.LevelInfo,
+
+		bindingNameSource: "default",
 	}, cfg)
+}
+
+// KubeVirt v1.9 tells a binding-plugin sidecar its binding name (pkg/hooks/hooks.go
+// NetworkBindingPluginNameEnvVar); v1.8 does not, so the built-in default still applies there.
+func TestParseFlags_BindingName_FlagBeatsTwinBeatsKubeVirtEnvBeatsDefault(t *testing.T) {
+	tests := []struct {
+		name         string
+		args         []string
+		env          map[string]string
+		want         string
+		wantSource   string
+		wantKubeVirt string
+	}{
+		{"v1.8 pod: nothing set", nil, nil, "sriov-udn", "default", ""},
+		{"v1.9 pod: KubeVirt's name", nil, map[string]string{"NETWORK_BINDING_PLUGIN_NAME": "sriov-udn-l2"}, "sriov-udn-l2", "NETWORK_BINDING_PLUGIN_NAME", "sriov-udn-l2"},
+		{"empty KubeVirt env is unset", nil, map[string]string{"NETWORK_BINDING_PLUGIN_NAME": " "}, "sriov-udn", "default", ""},
+		{"twin beats KubeVirt's name", nil, map[string]string{"NETWORK_BINDING_PLUGIN_NAME": "kv", "BINDING_NAME": "twin"}, "twin", "BINDING_NAME", "kv"},
+		{"flag beats both", []string{"--binding-name", "flag"}, map[string]string{"NETWORK_BINDING_PLUGIN_NAME": "kv", "BINDING_NAME": "twin"}, "flag", "--binding-name", "kv"},
+		{"flag beats KubeVirt's name", []string{"--binding-name=flag"}, map[string]string{"NETWORK_BINDING_PLUGIN_NAME": "kv"}, "flag", "--binding-name", "kv"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := parseFlags(tt.args, envFrom(tt.env), &bytes.Buffer{})
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, cfg.bindingName)
+			assert.Equal(t, tt.wantSource, cfg.bindingNameSource)
+			assert.Equal(t, tt.wantKubeVirt, cfg.kubevirtBindingName)
+		})
+	}
 }
 
 func TestParseFlags_FlagBeatsEnvBeatsDefault(t *testing.T) {

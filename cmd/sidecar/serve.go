@@ -57,7 +57,12 @@ func serve(ctx context.Context, cfg config, stderr io.Writer) (err error) {
 	if err := srv.Listen(); err != nil {
 		return err
 	}
-	logger.Info("started", "version", version, "binding", cfg.bindingName, "socket", srv.Path())
+	logger.Info("started", "version", version, "binding", cfg.bindingName, "bindingSource", cfg.bindingNameSource, "socket", srv.Path())
+	if cfg.kubevirtBindingName != "" && cfg.kubevirtBindingName != cfg.bindingName {
+		// KubeVirt started this sidecar for its binding; interfaces bound to it will pass through untouched.
+		logger.Warn("binding name differs from the one KubeVirt set", "binding", cfg.bindingName, "bindingSource", cfg.bindingNameSource,
+			"kubevirtBinding", cfg.kubevirtBindingName, "env", kubevirtBindingNameEnv)
+	}
 
 	refreshCtx, stopRefresh := context.WithCancel(ctx)
 	var refresher sync.WaitGroup

@@ -52,6 +52,9 @@ func ParseNetworkInfo(source string, data []byte) (*NetworkInfo, error) {
 				return nil, &FieldError{Source: source, Key: key, Field: field("mac"), Err: err}
 			}
 		}
+		if iface.Mtu < 0 || iface.Mtu > 65535 {
+			return nil, &FieldError{Source: source, Key: key, Field: field("mtu"), Err: fmt.Errorf("out of range: %d", iface.Mtu)}
+		}
 		if f, err := validateDeviceInfo(iface.DeviceInfo); err != nil {
 			return nil, &FieldError{Source: source, Key: key, Field: field("deviceInfo." + f), Err: err}
 		}

@@ -40,6 +40,31 @@ func TestParseNetworkInfo_ValidInput_ReturnsTypedData(t *testing.T) {
 	assert.Equal(t, "ea:6e:3a:8b:ed:27", info.Interfaces[0].Mac)
 }
 
+// KubeVirt v1.9.0 adds "mtu" to each entry (pkg/network/downwardapi/types.go); v1.8 writes none, and an
+// entry without mac or mtu (the CNI reported none) must parse to the zero values, not an error.
+func TestParseNetworkInfo_V19MTUAndMAC_PresentOrAbsent(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		wantMAC string
+		wantMTU int
+	}{
+		{"v1.9 entry", `{"interfaces":[{"network":"n1","mac":"02:00:00:00:20:08","mtu":9000}]}`, "02:00:00:00:20:08", 9000},
+		{"v1.8 entry: mac, no mtu", `{"interfaces":[{"network":"n1","mac":"02:00:00:00:20:08"}]}`, "02:00:00:00:20:08", 0},
+		{"neither", `{"interfaces":[{"network":"n1"}]}`, "", 0},
+		{"mtu only", `{"interfaces":[{"network":"n1","mtu":1400}]}`, "", 1400},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			info, err := ParseNetworkInfo("/etc/podinfo/network-info", []byte(tt.in))
+			require.NoError(t, err)
+			require.Len(t, info.Interfaces, 1)
+			assert.Equal(t, tt.wantMAC, info.Interfaces[0].Mac)
+			assert.Equal(t, tt.wantMTU, info.Interfaces[0].Mtu)
+		})
+	}
+}
+
 func TestParseNetworkInfo_EmptyOrWhitespace_MeansNotYet(t *testing.T) {
 	for _, in := range []string{"", " ", "\n\t "} {
 		info, err := ParseNetworkInfo("f", []byte(in))
@@ -60,6 +85,9 @@ func TestParseNetworkInfo_BadInput_ErrorNamesSourceNetworkAndField(t *testing.T)
 		{"bad PCI address", `{"interfaces":[{"network":"n1","deviceInfo":{"type":"pci","pci":{"pci-address":"0000:65:00"}}}]}`, []string{`network "n1"`, "interfaces[0].deviceInfo.pci.pci-address"}},
 		{"bad PCI function", `{"interfaces":[{"network":"n1","deviceInfo":{"type":"pci","pci":{"pci-address":"0000:65:00.8"}}}]}`, []string{"interfaces[0].deviceInfo.pci.pci-address"}},
 		{"bad PF PCI address", `{"interfaces":[{"network":"n1","deviceInfo":{"pci":{"pf-pci-address":"x"}}}]}`, []string{"interfaces[0].deviceInfo.pci.pf-pci-address"}},
+		{"negative MTU", `{"interfaces":[{"network":"n1","mtu":-1}]}`, []string{`network "n1"`, "interfaces[0].mtu", "out of range"}},
+		{"MTU over 65535", `{"interfaces":[{"network":"n1","mtu":65536}]}`, []string{"interfaces[0].mtu", "out of range"}},
+		{"MTU not a number", `{"interfaces":[{"network":"n1","mtu":"1500"}]}`, []string{"invalid JSON"}},
 		{"empty network", `{"interfaces":[{"network":""}]}`, []string{"interfaces[0].network", "empty network name"}},
 		{"duplicate network", `{"interfaces":[{"network":"a"},{"network":"a"}]}`, []string{`network "a"`, "interfaces[1].network", "duplicate"}},
 		{"wrong type", `{"interfaces":{"network":"a"}}`, []string{"invalid JSON"}},

@@ -29,11 +29,14 @@ type NetworkInfo struct {
 }
 
 // NetworkInfoInterface is one entry of NetworkInfo: the VMI network name, the device-info Multus
-// reported for it, and the MAC Multus reported (VEP #127).
+// reported for it, and the MAC (VEP #127, KubeVirt >= v1.8) and MTU (KubeVirt >= v1.9) Multus reported:
+// virt-controller copies them from network-status (kubevirt v1.9.0 pkg/network/downwardapi/networkinfo.go).
+// Mac is "" and Mtu 0 when absent (older KubeVirt, or the CNI reported none).
 type NetworkInfoInterface struct {
 	Network    string      `json:"network"`
 	DeviceInfo *DeviceInfo `json:"deviceInfo,omitempty"`
 	Mac        string      `json:"mac,omitempty"`
+	Mtu        int         `json:"mtu,omitempty"`
 }
 
 // PodNetworks is the parsed, validated k8s.ovn.org/pod-networks annotation, keyed "default",

@@ -49,6 +49,15 @@ type derived struct {
 	// statusMAC is network-status's "mac" for the interface (nil when absent), kept to tell the
 	// operator when it disagrees with the VMI's macAddress (MACMismatches).
 	statusMAC net.HardwareAddr
+	// infoMAC and infoMTU are the first "mac" and "mtu" that network-info has for the interface (the
+	// device-info file, else the kubevirt.io/network-info annotation; nil and 0 when absent), and
+	// infoMACSource / infoMTUSource name where each came from: kept for MACMismatches and
+	// NetworkInfoMismatches. statusMTU is network-status's "mtu" (0 when absent).
+	infoMAC       net.HardwareAddr
+	infoMACSource string
+	infoMTU       int
+	infoMTUSource string
+	statusMTU     int
 }
 
 // Build derives every bound interface, in VMI spec order, from what the snapshot has now. It never
@@ -178,7 +187,10 @@ func derive(b binding, snap *downwardapi.Snapshot, idx snapshotIndex, primary Fa
 	if err := d.setL3(src.status, src.pod, primary, f); err != nil {
 		return d, err
 	}
-	return d, d.setLinkSettings(src.status, f)
+	if err := d.setLinkSettings(src.status, f); err != nil {
+		return d, err
+	}
+	return d, d.setMTU(src.status, src.fileInfo, src.annInfo, f)
 }
 
 // setGuestDevice copies what the VMI spec says of the guest device: PCI address and boot order.
@@ -239,18 +251,51 @@ func (d *derived) setPodNetworkMode(pn *downwardapi.PodNetwork, f ifaceFailer) e
 	return nil
 }
 
-// setLinkSettings takes DNS and MTU from network-status.
+// setLinkSettings takes DNS from network-status.
 func (d *derived) setLinkSettings(st *downwardapi.NetworkStatus, f ifaceFailer) error {
 	if st == nil {
 		return nil
 	}
-	if err := d.setDNS(st.DNS, f); err != nil {
-		return err
+	return d.setDNS(st.DNS, f)
+}
+
+// setMTU takes the MTU from network-status "mtu", else the device-info file's "mtu", else the
+// kubevirt.io/network-info annotation's (KubeVirt >= v1.9 copies network-status's there:
+// pkg/network/downwardapi/networkinfo.go generateNetworkInfo). network-status wins a disagreement because
+// it is the CNI's own record, while network-info is virt-controller's copy of it; with device-info only
+// (no pod-info) network-info is the only source, and before v1.9 there is none there. 0 means absent;
+// every present value must be a usable MTU.
+func (d *derived) setMTU(st *downwardapi.NetworkStatus, fileInfo, annInfo *downwardapi.NetworkInfoInterface, f ifaceFailer) error {
+	type candidate struct {
+		where string
+		field string
+		value int
 	}
-	if err := netval.CheckMTU(st.Mtu); err != nil {
-		return f.fail(downwardapi.NetworkStatusAnnotation, "mtu", err)
+	var cands []candidate
+	if st != nil {
+		cands = append(cands, candidate{downwardapi.NetworkStatusAnnotation, "mtu", st.Mtu})
+		d.statusMTU = st.Mtu
 	}
-	d.MTU = st.Mtu
+	if fileInfo != nil {
+		cands = append(cands, candidate{SourceDeviceInfoFile, "interfaces[].mtu", fileInfo.Mtu})
+	}
+	if annInfo != nil {
+		cands = append(cands, candidate{downwardapi.NetworkInfoAnnotation, "interfaces[].mtu", annInfo.Mtu})
+	}
+	for _, c := range cands {
+		if c.value == 0 {
+			continue
+		}
+		if err := netval.CheckMTU(c.value); err != nil {
+			return f.fail(c.where, c.field, err)
+		}
+		if d.MTU == 0 {
+			d.MTU = c.value
+		}
+		if c.where != downwardapi.NetworkStatusAnnotation && d.infoMTU == 0 {
+			d.infoMTU, d.infoMTUSource = c.value, c.where
+		}
+	}
 	return nil
 }
 

@@ -9,7 +9,8 @@ import (
 )
 
 // setMAC applies DESIGN.md's precedence: VMI macAddress, network-status mac, network-info mac (a copy
-// of network-status mac, present when only device-info is mounted), pod-networks mac_address. Every
+// of network-status mac, present when only device-info is mounted; the device-info file before the
+// annotation), pod-networks mac_address. Every
 // present value is validated; an all-zero MAC counts as absent (SR-IOV CNI reports no admin MAC so).
 func (d *derived) setMAC(vmiMAC string, st *downwardapi.NetworkStatus, fileInfo, annInfo *downwardapi.NetworkInfoInterface,
 	pn *downwardapi.PodNetwork, f ifaceFailer) error {
@@ -40,8 +41,11 @@ func (d *derived) setMAC(vmiMAC string, st *downwardapi.NetworkStatus, fileInfo,
 		if mac != nil && d.MAC == nil {
 			d.MAC, d.MACSource = mac, c.source
 		}
-		if c.source == MACFromNetworkStatus {
+		switch {
+		case c.source == MACFromNetworkStatus:
 			d.statusMAC = mac
+		case c.source == MACFromNetworkInfo && d.infoMAC == nil:
+			d.infoMAC, d.infoMACSource = mac, c.where
 		}
 	}
 	if pn != nil && len(pn.MAC) > 0 {

@@ -7,18 +7,24 @@ import (
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
 )
 
-// MACMismatch is a bound interface whose VMI macAddress differs from the MAC Multus reports for it in
-// network-status. The VMI's wins (Build takes it first), so the guest NIC is matched by a MAC the CNI
-// did not report: usually a sign that the VF's MAC was not set as the VMI asked.
+// MACMismatch is a bound interface whose VMI macAddress differs from the MAC the CNI reports for it:
+// network-status "mac", or, without network-status (device-info only), network-info "mac". The VMI's
+// wins (Build takes it first), so the guest NIC is matched by a MAC the CNI did not report: usually a
+// sign that the VF's MAC was not set as the VMI asked.
 type MACMismatch struct {
-	Interface     string
-	Network       string
-	VMI           net.HardwareAddr
+	Interface string
+	Network   string
+	VMI       net.HardwareAddr
+	// NetworkStatus is network-status's MAC; nil when the comparison was with network-info.
 	NetworkStatus net.HardwareAddr
+	// ReportedBy names the source the VMI's MAC was compared with: the network-status annotation key,
+	// the device-info file path or the network-info annotation key.
+	ReportedBy string
 }
 
-// MACMismatches lists the bound interfaces whose VMI macAddress and network-status "mac" differ. Like
-// the Missing* functions it reports nothing when Build would fail.
+// MACMismatches lists the bound interfaces whose VMI macAddress and the CNI-reported MAC (network-status
+// "mac", else network-info "mac") differ. Like the Missing* functions it reports nothing when Build
+// would fail.
 func MACMismatches(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) []MACMismatch {
 	ds, err := build(vmi, snap, opts)
 	if err != nil {
@@ -26,8 +32,50 @@ func MACMismatches(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts
 	}
 	var out []MACMismatch
 	for _, d := range ds {
-		if d.MACSource == MACFromVMI && d.statusMAC != nil && !bytes.Equal(d.MAC, d.statusMAC) {
-			out = append(out, MACMismatch{Interface: d.Name, Network: d.Network, VMI: d.MAC, NetworkStatus: d.statusMAC})
+		if d.MACSource != MACFromVMI {
+			continue
+		}
+		switch {
+		case d.statusMAC != nil:
+			if !bytes.Equal(d.MAC, d.statusMAC) {
+				out = append(out, MACMismatch{Interface: d.Name, Network: d.Network, VMI: d.MAC, NetworkStatus: d.statusMAC,
+					ReportedBy: downwardapi.NetworkStatusAnnotation})
+			}
+		case d.infoMAC != nil:
+			if !bytes.Equal(d.MAC, d.infoMAC) {
+				out = append(out, MACMismatch{Interface: d.Name, Network: d.Network, VMI: d.MAC, ReportedBy: d.infoMACSource})
+			}
+		}
+	}
+	return out
+}
+
+// NetworkInfoMismatch is a bound interface whose network-info entry (KubeVirt's copy of network-status,
+// in the device-info file or the kubevirt.io/network-info annotation) disagrees with network-status on
+// Field ("mac" or "mtu"). network-status wins (setMAC, setMTU); a disagreement means the copy is stale
+// or something rewrote one of the annotations.
+type NetworkInfoMismatch struct {
+	Interface string
+	Network   string
+	Field     string
+	// Source is where the disagreeing network-info value came from (file path or annotation key).
+	Source string
+}
+
+// NetworkInfoMismatches lists, per bound interface and field, where network-info and network-status
+// both have a mac or an mtu and the two differ. It reports nothing when Build would fail.
+func NetworkInfoMismatches(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) []NetworkInfoMismatch {
+	ds, err := build(vmi, snap, opts)
+	if err != nil {
+		return nil
+	}
+	var out []NetworkInfoMismatch
+	for _, d := range ds {
+		if d.statusMAC != nil && d.infoMAC != nil && !bytes.Equal(d.statusMAC, d.infoMAC) {
+			out = append(out, NetworkInfoMismatch{Interface: d.Name, Network: d.Network, Field: "mac", Source: d.infoMACSource})
+		}
+		if d.statusMTU != 0 && d.infoMTU != 0 && d.statusMTU != d.infoMTU {
+			out = append(out, NetworkInfoMismatch{Interface: d.Name, Network: d.Network, Field: "mtu", Source: d.infoMTUSource})
 		}
 	}
 	return out

@@ -190,6 +190,7 @@ func CloudInit(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, op
 		return nil, nil, nil, fail(PreCloudInitIso, InvalidInput, err)
 	}
 	warnings = macMismatches(vmi, snap, opts)
+	warnings = append(warnings, networkInfoMismatches(vmi, snap, opts)...)
 	if ds, user, err := cloudinit.NetworkData(cloudInitData); err == nil {
 		warnings = append(warnings, userWins(ds, cloudinit.UserConfigured(ds, user, ifaces))...)
 	}

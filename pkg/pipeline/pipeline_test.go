@@ -88,11 +88,43 @@ func TestCloudInit_MACMismatch_WarnsWithoutAnnotationValue(t *testing.T) {
 	require.Len(t, ws, 1)
 	assert.Equal(t, Warning{Code: WarnMACMismatch, Interface: "vf1", Message: ws[0].Message}, ws[0])
 	assert.Contains(t, ws[0].Message, "02:00:00:00:01:01")
+	assert.Contains(t, ws[0].Message, "the mac in "+downwardapi.NetworkStatusAnnotation)
 	assert.NotContains(t, ws[0].Message, "02:00:00:00:01:99", "annotation values stay out of warnings (they are logged)")
 
 	_, _, ws, err = CloudInit(vmi, snapOf("02:00:00:00:01:01"), opts, data, nil)
 	require.NoError(t, err)
 	assert.Empty(t, ws, "same MAC: nothing to say")
+}
+
+// KubeVirt v1.9's network-info carries mac and mtu (its copy of network-status): when the two disagree,
+// network-status wins and the operator is told, by annotation key, never by value.
+func TestCloudInit_NetworkInfoDisagreesWithNetworkStatus_WarnsNamingSourcesNotValues(t *testing.T) {
+	vmi := vmiOf(t, fmt.Sprintf(boundSpec, `,"volumes":[{"name":"c","cloudInitNoCloud":{}}]`))
+	data := []byte(`{"DataSource":"noCloud","UserData":"#cloud-config\n"}`)
+	ns := `[{"name":"ns/nad1","interface":"` + model.HashedPodInterfaceName("vf1") + `","ips":["10.0.0.5"],"mac":"02:00:00:00:01:01","mtu":1500,` +
+		`"device-info":{"type":"pci","version":"1.1.0","pci":{"pci-address":"0000:65:00.2"}}}]`
+	snapWith := func(info string) *downwardapi.Snapshot {
+		return downwardapi.SnapshotFromMaps(nil, map[string]string{downwardapi.NetworkStatusAnnotation: ns, downwardapi.NetworkInfoAnnotation: info})
+	}
+
+	_, _, ws, err := CloudInit(vmi, snapWith(`{"interfaces":[{"network":"vf1","mac":"02:00:00:00:01:77","mtu":9216}]}`), opts, data, nil)
+	require.NoError(t, err)
+	require.Len(t, ws, 2)
+	for i, field := range []string{"mac", "mtu"} {
+		assert.Equal(t, WarnNetworkInfoMismatch, ws[i].Code)
+		assert.Equal(t, "vf1", ws[i].Interface)
+		assert.Contains(t, ws[i].Message, "the "+field+" in "+downwardapi.NetworkInfoAnnotation)
+		assert.NotContains(t, ws[i].Message, "02:00:00:00:01:77")
+		assert.NotContains(t, ws[i].Message, "9216")
+	}
+
+	_, _, ws, err = CloudInit(vmi, snapWith(`{"interfaces":[{"network":"vf1","mac":"02:00:00:00:01:01","mtu":1500}]}`), opts, data, nil)
+	require.NoError(t, err)
+	assert.Empty(t, ws, "agreeing copies: nothing to say")
+
+	_, _, ws, err = CloudInit(vmi, snapWith(`{"interfaces":[{"network":"vf1","mac":"02:00:00:00:01:01"}]}`), opts, data, nil)
+	require.NoError(t, err)
+	assert.Empty(t, ws, "v1.8 network-info has no mtu: nothing to compare")
 }
 
 func TestCloudInit_UserNetworkDataForOurMAC_Warns(t *testing.T) {

@@ -26,8 +26,12 @@ const (
 	// WarnNoCloudInitVolume: virt-launcher v1.8 dereferences a nil cloud-init payload and panics before
 	// PreCloudInitIso reaches us (pkg/hooks/manager.go preCloudInitIsoDataToJSON).
 	WarnNoCloudInitVolume = "no-cloud-init-volume"
-	// WarnMACMismatch: the VMI macAddress wins over the network-status mac of the same interface.
+	// WarnMACMismatch: the VMI macAddress wins over the network-status mac of the same interface (or, with
+	// no network-status, over the network-info mac).
 	WarnMACMismatch = "mac-mismatch"
+	// WarnNetworkInfoMismatch: network-info (device-info file or kubevirt.io/network-info, KubeVirt's copy
+	// of network-status) disagrees with network-status on mac or mtu; network-status wins.
+	WarnNetworkInfoMismatch = "network-info-mismatch"
 	// WarnUserNetworkDataWins: the user's networkData configures one of our NICs, so ours is left out.
 	WarnUserNetworkDataWins = "user-network-data-wins"
 	// WarnPodMACMismatch: the domain's pod-network NIC has another MAC than the pod interface whose MAC
@@ -91,7 +95,18 @@ func macMismatches(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot
 	for _, m := range model.MACMismatches(vmi, snap, opts) {
 		out = append(out, Warning{Code: WarnMACMismatch, Interface: m.Interface, Message: fmt.Sprintf(
 			"spec.domain.devices.interfaces[].macAddress %s differs from the mac in %s for this interface: the guest NIC is matched by the VMI's; "+
-				"if the VF does not carry it, the guest config will not apply", m.VMI, downwardapi.NetworkStatusAnnotation)})
+				"if the VF does not carry it, the guest config will not apply", m.VMI, m.ReportedBy)})
+	}
+	return out
+}
+
+func networkInfoMismatches(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, opts model.Options) []Warning {
+	var out []Warning
+	for _, m := range model.NetworkInfoMismatches(vmi, snap, opts) {
+		out = append(out, Warning{Code: WarnNetworkInfoMismatch, Interface: m.Interface, Message: fmt.Sprintf(
+			"the %s in %s differs from the %s in %s for this interface: the one in %s is used (%s is KubeVirt's copy of it, "+
+				"so one of them is stale or was rewritten)", m.Field, m.Source, m.Field, downwardapi.NetworkStatusAnnotation,
+			downwardapi.NetworkStatusAnnotation, m.Source)})
 	}
 	return out
 }

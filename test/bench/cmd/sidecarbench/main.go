@@ -81,7 +81,7 @@ func run(o options, stdout io.Writer) error {
 		NumCPU:    runtime.NumCPU(),
 		Params:    bench.Params{Starts: o.starts, Calls: o.calls, Swaps: o.swaps, IdleSeconds: o.idle.Seconds()},
 		Ours:      bench.BinaryResult{Name: "sriov-udn-binding", Path: o.ours},
-		Peer:      bench.BinaryResult{Name: "network-passt-binding (KubeVirt v1.8.0)", Path: o.peer},
+		Peer:      bench.BinaryResult{Name: "network-passt-binding (KubeVirt of test/go.mod)", Path: o.peer},
 	}
 	for _, b := range []*bench.BinaryResult{&res.Ours, &res.Peer} {
 		if b.Path == "" {
