@@ -31,6 +31,7 @@ test: ## every test: unit, integration (KubeVirt hook Manager, kubelet AtomicWri
 	cd test && go vet ./... && go vet -tags e2e ./...
 	$(MAKE) test-integration
 	$(MAKE) test-manifests
+	$(MAKE) test-kubevirt-patches
 	$(MAKE) test-guest
 
 test-unit: ## unit tests of the sidecar module only
@@ -38,6 +39,9 @@ test-unit: ## unit tests of the sidecar module only
 
 test-integration: ## the test/ module without the guest boot
 	cd test && go test -count=1 $$(go list ./... | grep -v /guest)
+
+test-kubevirt-patches: ## apply patches/kubevirt/* to KubeVirt, build virt-handler, run its network tests (~20 min cold)
+	patches/kubevirt/test.sh
 
 test-guest: ## boot a real Debian guest with cloud-init on the ISO KubeVirt builds from our output
 	cd test && go test -count=1 -timeout 30m -v ./guest/...
