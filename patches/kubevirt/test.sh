@@ -2,8 +2,11 @@
 # Applies each KubeVirt patch series to the KubeVirt source from the Go module cache, builds
 # cmd/virt-handler from the patched tree, runs KubeVirt's own tests of the packages the patches
 # touch (pkg/network/setup) and of its direct neighbours they use (pkg/network/cache, multus,
-# namescheme, pkg/safepath), then the differential check: KubeVirt's *stock* netstat specs run against
-# the patched code must fail exactly where the series changes behaviour on purpose (expected-stock-failures.txt).
+# namescheme, pkg/safepath), then two differential checks:
+#  - KubeVirt's *stock* netstat specs run against the patched code must fail exactly where the series
+#    changes behaviour on purpose (<version>/expected-stock-failures.txt);
+#  - testdata/difftest runs stock and patched NetStat on cache entries written by the built sidecar
+#    (render), each scenario stating what stock does and what patched does (flap, late entry, forgery).
 # Usage: patches/kubevirt/test.sh [VERSION...]   (default: every patches/kubevirt/v* directory)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -16,6 +19,10 @@ trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
 export GOWORK=off GOFLAGS=-mod=mod
 pkgs=(./pkg/network/setup/ ./pkg/network/cache/ ./pkg/network/multus/ ./pkg/network/namescheme/ ./pkg/safepath/)
 git_id=(-c user.name=ci -c user.email=ci@localhost)
+repo=$(cd "$here/../.." && pwd)
+echo "== build the sidecar (for the differential test)"
+(cd "$repo" && CGO_ENABLED=0 go build -o "$work/sriov-udn-binding" ./cmd/sidecar)
+export SRIOV_UDN_SIDECAR="$work/sriov-udn-binding"
 
 for v in "${versions[@]}"; do
   echo "== KubeVirt $v: apply patches/kubevirt/$v"
@@ -51,6 +58,16 @@ for v in "${versions[@]}"; do
   fi
   echo "   failing stock specs are exactly the $(echo "$want" | wc -l) intended ones"
   git checkout -q pkg/network/setup/netstat_test.go
+
+  echo "== KubeVirt $v: differential test, built sidecar's entries, stock vs patched NetStat"
+  git worktree add -q "$work/stock-$v" "HEAD~$(ls "$here/$v"/*.patch | wc -l)"
+  (cd "$work/stock-$v" && go mod edit -replace "kubevirt.io/api=kubevirt.io/api@$v" -replace "kubevirt.io/client-go=kubevirt.io/client-go@$v")
+  for flavor in stock patched; do
+    dir="$tree"; [ "$flavor" = stock ] && dir="$work/stock-$v"
+    cp "$here"/testdata/difftest/*.go "$dir/pkg/network/setup/"
+    out=$(cd "$dir" && go test -count=1 -tags "sriovudn_$flavor" -run '^TestSidecarDiff$' -v ./pkg/network/setup/ 2>&1) || { echo "$out" | tail -40; echo "FAIL: differential test, $flavor $v"; exit 1; }
+    echo "$out" | grep -aE 'NetStat reported|--- PASS: TestSidecarDiff ' | sed "s/^ */   $flavor: /"
+  done
   cd "$here"
 done
 echo "== KubeVirt patch series: OK (${versions[*]})"
