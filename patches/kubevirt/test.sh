@@ -67,7 +67,7 @@ for v in "${versions[@]}"; do
   out=$(go test -count=1 -v ./pkg/network/setup/ -ginkgo.no-color 2>&1 || true)
   got=$(echo "$out" | sed -n 's/^  \[FAIL\] \(.*\)$/\1/p' | sed 's/ *$//' | sort -u)
   want=$(grep -v '^#' "$here/$v/expected-stock-failures.txt" | sort -u)
-  echo "$out" | grep -aE '^Ran [0-9]+ of|Passed \|' | sed 's/^/   /'
+  echo "   $(echo "$out" | grep -aE '^Ran [0-9]+ of [0-9]+ Specs' | head -1); specs red on the patched code: $(echo "$got" | grep -c .)"
   if [ "$got" != "$want" ]; then
     echo "stock specs failing on patched $v differ from $v/expected-stock-failures.txt:"; diff <(echo "$want") <(echo "$got") || true; exit 1
   fi
