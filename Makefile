@@ -39,7 +39,7 @@ define for_kubevirt
 	if [ -n "$$failed" ]; then echo "== $(4) failed on KubeVirt$$failed"; exit 1; fi
 endef
 
-.PHONY: help build check-build test test-unit tidy-check test-integration test-manifests test-guest test-vet-matrix modfiles modfiles-check demo bench bench-largest bench-micro lint fuzz image e2e clean
+.PHONY: help build check-build test test-unit tidy-check test-integration test-manifests test-guest test-kubevirt-patches test-vet-matrix modfiles modfiles-check demo bench bench-largest bench-micro lint fuzz image e2e clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -59,6 +59,7 @@ test: ## every test: unit, integration (KubeVirt hook Manager, kubelet AtomicWri
 	$(MAKE) test-vet-matrix
 	$(MAKE) test-integration
 	$(MAKE) test-manifests
+	$(MAKE) test-kubevirt-patches
 	$(MAKE) test-guest
 
 test-unit: ## unit tests of the sidecar module only, under the race detector
@@ -83,6 +84,9 @@ modfiles-check: ## fail when a go.kubevirt-<V>.mod/.sum differs from what `make 
 	MODULE=test/manifests .ci/kubevirt-modfiles check $(KUBEVIRT_EXTRA)
 	@a=$$(.ci/kubevirt-modfiles base); b=$$(MODULE=test/manifests .ci/kubevirt-modfiles base); \
 	  if [ "$$a" != "$$b" ]; then echo "test/go.mod pins KubeVirt $$a but test/manifests/go.mod kubevirt.io/api $$b"; exit 1; fi
+
+test-kubevirt-patches: ## apply patches/kubevirt/* to KubeVirt, build virt-handler, run its network tests (~20 min cold)
+	patches/kubevirt/test.sh
 
 demo: ## run the sidecar's main job (render) on built-in sample data
 	@echo "== make demo: building $(BIN) first (on a fresh machine this downloads the Go modules and compiles: about 2 minutes)"

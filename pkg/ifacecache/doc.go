@@ -6,6 +6,12 @@
 //
 // # virt-handler integration
 //
+// The patch series in patches/kubevirt (README there) makes virt-handler read these files itself, at
+// /pods/<pod-uid>/volumes/kubernetes.io~empty-dir/hook-sidecar-sockets/hook-sidecar-<n>/ifacecache/<vmi-uid>/<iface>:
+// that is this directory only with the default --iface-cache-dir (/var/run/kubevirt-hooks/ifacecache,
+// the sidecar's own subPath of the hooks emptyDir). It reports an entry only when every IP in it is in
+// the pod's network-status annotation for that network, which the compute container cannot write.
+//
 // The files use KubeVirt's layout and JSON, so KubeVirt's own reader reads them when its cache
 // creator maps its root (util.VirtPrivateDir + "/network-info-cache") onto our directory as
 // virt-handler sees it (the pod's /var/run/kubevirt-hooks/<CONTAINER_NAME>/ifacecache):

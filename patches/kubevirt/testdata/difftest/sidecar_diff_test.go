@@ -1,0 +1,269 @@
+//go:build sriovudn_stock || sriovudn_patched
+
+// Differential test of virt-handler's NetStat, stock and patched, against entries written by the built
+// sriov-udn-binding sidecar. patches/kubevirt/test.sh copies this directory into pkg/network/setup of a
+// stock tree (-tags sriovudn_stock) and of the patched tree (-tags sriovudn_patched) and runs
+// TestSidecarDiff in both: each scenario states what stock does and what the patched NetStat does.
+package network_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	v1 "kubevirt.io/api/core/v1"
+
+	"kubevirt.io/kubevirt/pkg/network/deviceinfo"
+	"kubevirt.io/kubevirt/pkg/network/namescheme"
+	netsetup "kubevirt.io/kubevirt/pkg/network/setup"
+	"kubevirt.io/kubevirt/pkg/virt-launcher/virtwrap/api"
+)
+
+const (
+	diffVMIUID    = "5d0c6a1e-2b9f-4c61-9d0e-7f3b8c1a2e44"
+	diffPodUID    = "7a1f0c2e-0b1d-4d5e-8f00-1b2c3d4e5f60"
+	diffNode      = "node01"
+	diffIface     = "sriov-net"
+	diffNAD       = "tenant-a/sriov-nad"
+	diffMAC       = "02:00:00:aa:01:01"
+	diffIPv4      = "10.66.10.77"
+	diffLinkLocal = "fe80::ff:fe00:aa01"
+	diffForged    = "169.254.169.254"
+)
+
+// podLayout is the launcher pod's volumes as virt-handler sees them below /pods.
+type podLayout struct {
+	podsDir    string
+	sidecarDir string // the sidecar's --iface-cache-dir: hook-sidecar-0/ifacecache in the shared emptyDir
+}
+
+func newPodLayout(t *testing.T) podLayout {
+	t.Helper()
+	podsDir := t.TempDir()
+	volumes := filepath.Join(podsDir, diffPodUID, "volumes")
+	l := podLayout{
+		podsDir:    podsDir,
+		sidecarDir: filepath.Join(volumes, "kubernetes.io~empty-dir", "hook-sidecar-sockets", "hook-sidecar-0", "ifacecache"),
+	}
+	podInfo := filepath.Join(volumes, "kubernetes.io~downward-api", "sriov-udn-podinfo")
+	writeKubeletDownwardAPI(t, podInfo, map[string]string{"annotations": formatMap(podAnnotations(t)), "labels": formatMap(map[string]string{"kubevirt.io": "virt-launcher"})})
+	return l
+}
+
+func podAnnotations(t *testing.T) map[string]string {
+	t.Helper()
+	podIface := namescheme.GenerateHashedInterfaceName(diffIface)
+	networkStatus, err := json.Marshal([]map[string]any{
+		{"name": "ovn-kubernetes", "interface": "eth0", "ips": []string{"10.244.1.12"}, "default": true},
+		{"name": diffNAD, "interface": podIface, "ips": []string{diffIPv4}, "mac": diffMAC, "mtu": 1500,
+			"device-info": map[string]any{"type": "pci", "version": "1.1.0", "pci": map[string]string{"pci-address": "0000:65:00.2"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	podNetworks, err := json.Marshal(map[string]any{
+		"default": map[string]any{"ip_addresses": []string{"10.244.1.12/24"}, "mac_address": "0a:58:0a:f4:01:0c", "role": "primary"},
+		diffNAD:   map[string]any{"ip_addresses": []string{diffIPv4 + "/24"}, "mac_address": diffMAC, "role": "secondary"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]string{
+		"k8s.v1.cni.cncf.io/network-status": string(networkStatus),
+		"k8s.ovn.org/pod-networks":          string(podNetworks),
+	}
+}
+
+// formatMap renders a map as the kubelet does for a downward API file (pkg/fieldpath FormatMap).
+func formatMap(m map[string]string) string {
+	var lines []string
+	for k, v := range m {
+		lines = append(lines, k+"="+strconv.Quote(v))
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+// writeKubeletDownwardAPI lays the files out as kubelet's AtomicWriter does: a timestamped directory,
+// ..data linking to it, and each file a link through ..data.
+func writeKubeletDownwardAPI(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	ts := "..2026_11_30_10_00_00.000000001"
+	if err := os.MkdirAll(filepath.Join(dir, ts), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, ts, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(ts, filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func diffVMI() *v1.VirtualMachineInstance {
+	vmi := &v1.VirtualMachineInstance{}
+	vmi.Name, vmi.Namespace, vmi.UID = "vm-sriov", "tenant-a", diffVMIUID
+	vmi.Status.NodeName = diffNode
+	vmi.Status.ActivePods = map[k8stypes.UID]string{diffPodUID: diffNode}
+	vmi.Spec.Networks = []v1.Network{{Name: diffIface, NetworkSource: v1.NetworkSource{Multus: &v1.MultusNetwork{NetworkName: diffNAD}}}}
+	vmi.Spec.Domain.Devices.Interfaces = []v1.Interface{{Name: diffIface, MacAddress: diffMAC, Binding: &v1.PluginBinding{Name: "sriov-udn"}}}
+	vmi.Spec.Volumes = []v1.Volume{{Name: "cloudinitdisk", VolumeSource: v1.VolumeSource{CloudInitNoCloud: &v1.CloudInitNoCloudSource{UserData: "#cloud-config\n"}}}}
+	return vmi
+}
+
+// sidecarWritesEntries runs the built sidecar's render on the pod's own downward API files and writes
+// the cache entries it reports where the sidecar writes them (--iface-cache-dir/<vmi-uid>/<iface>).
+func sidecarWritesEntries(t *testing.T, l podLayout) {
+	t.Helper()
+	bin := os.Getenv("SRIOV_UDN_SIDECAR")
+	if bin == "" {
+		t.Fatal("SRIOV_UDN_SIDECAR must name the built sidecar binary (patches/kubevirt/test.sh sets it)")
+	}
+	vmiJSON, err := json.Marshal(diffVMI())
+	if err != nil {
+		t.Fatal(err)
+	}
+	vmiFile := filepath.Join(t.TempDir(), "vmi.json")
+	if err := os.WriteFile(vmiFile, vmiJSON, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	podInfo := filepath.Join(l.podsDir, diffPodUID, "volumes", "kubernetes.io~downward-api", "sriov-udn-podinfo")
+	out, err := exec.Command(bin, "render", "--pod-info-dir", podInfo, "--vmi", vmiFile, "--format", "json").Output()
+	if err != nil {
+		t.Fatalf("sidecar render: %v\n%s", err, out)
+	}
+	var report struct {
+		InterfaceCache []struct {
+			Path string          `json:"path"`
+			Data json.RawMessage `json:"data"`
+		} `json:"interfaceCache"`
+	}
+	if err := json.Unmarshal(out, &report); err != nil {
+		t.Fatalf("sidecar render output: %v", err)
+	}
+	if len(report.InterfaceCache) != 1 || report.InterfaceCache[0].Path != diffVMIUID+"/"+diffIface {
+		t.Fatalf("sidecar render reported cache entries %+v, want one at %s/%s", report.InterfaceCache, diffVMIUID, diffIface)
+	}
+	writeEntry(t, filepath.Join(l.sidecarDir, report.InterfaceCache[0].Path), report.InterfaceCache[0].Data)
+}
+
+func writeEntry(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func vfDomain(guestAgentIPs ...[]string) *api.Domain {
+	domain := &api.Domain{}
+	domain.Spec.Devices.HostDevices = []api.HostDevice{{Alias: api.NewUserDefinedAlias(deviceinfo.SRIOVAliasPrefix + diffIface)}}
+	for _, ips := range guestAgentIPs {
+		domain.Status.Interfaces = append(domain.Status.Interfaces, api.InterfaceStatus{Mac: diffMAC, IPs: ips, InterfaceName: "eth1"})
+	}
+	return domain
+}
+
+// reportedIPs runs one status update and returns the VF's IPs as vmi.status would show them.
+func reportedIPs(t *testing.T, netStat *netsetup.NetStat, vmi *v1.VirtualMachineInstance, domain *api.Domain) string {
+	t.Helper()
+	if err := netStat.UpdateStatus(vmi, domain); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range vmi.Status.Interfaces {
+		if s.Name == diffIface {
+			return fmt.Sprintf("%s %v", s.IP, s.IPs)
+		}
+	}
+	t.Fatalf("no status for interface %s in %+v", diffIface, vmi.Status.Interfaces)
+	return ""
+}
+
+func TestSidecarDiff(t *testing.T) {
+	v4 := diffIPv4 + " [" + diffIPv4 + "]"
+	none := " []"
+	tests := []struct {
+		name string
+		// run returns the IPs reported on each status update.
+		run         func(t *testing.T, l podLayout, netStat *netsetup.NetStat) []string
+		wantStock   []string
+		wantPatched []string
+	}{{
+		name: "a VF with the sidecar's entry shows its IPs before any guest agent runs",
+		run: func(t *testing.T, l podLayout, netStat *netsetup.NetStat) []string {
+			sidecarWritesEntries(t, l)
+			return []string{reportedIPs(t, netStat, diffVMI(), vfDomain())}
+		},
+		wantStock:   []string{v4}, // stock reads it only with its cache creator rooted at the sidecar's directory
+		wantPatched: []string{v4},
+	}, {
+		name: "an entry the sidecar writes after the first status update is picked up",
+		run: func(t *testing.T, l podLayout, netStat *netsetup.NetStat) []string {
+			vmi := diffVMI()
+			first := reportedIPs(t, netStat, vmi, vfDomain())
+			sidecarWritesEntries(t, l)
+			return []string{first, reportedIPs(t, netStat, vmi, vfDomain())}
+		},
+		wantStock:   []string{none, none}, // stock memoises the first "not found" until teardown
+		wantPatched: []string{none, v4},
+	}, {
+		name: "the seed's sequence: guest agent reports only link-local, then nothing, then both",
+		run: func(t *testing.T, l podLayout, netStat *netsetup.NetStat) []string {
+			sidecarWritesEntries(t, l)
+			vmi := diffVMI()
+			return []string{
+				reportedIPs(t, netStat, vmi, vfDomain([]string{diffLinkLocal})),
+				reportedIPs(t, netStat, vmi, vfDomain([]string{})),
+				reportedIPs(t, netStat, vmi, vfDomain([]string{diffIPv4, diffLinkLocal})),
+			}
+		},
+		wantStock: []string{ // flaps
+			diffLinkLocal + " [" + diffLinkLocal + "]",
+			none,
+			diffIPv4 + " [" + diffIPv4 + " " + diffLinkLocal + "]",
+		},
+		wantPatched: []string{
+			diffIPv4 + " [" + diffIPv4 + " " + diffLinkLocal + "]",
+			v4,
+			diffIPv4 + " [" + diffIPv4 + " " + diffLinkLocal + "]",
+		},
+	}, {
+		name: "an entry forged by the compute container (same uid, shared emptyDir) is refused",
+		run: func(t *testing.T, l podLayout, netStat *netsetup.NetStat) []string {
+			forged := fmt.Sprintf(`{"iface":{"name":%q},"podIP":%q,"podIPs":[%q]}`, diffIface, diffForged, diffForged)
+			writeEntry(t, filepath.Join(l.sidecarDir, diffVMIUID, diffIface), []byte(forged))
+			return []string{reportedIPs(t, netStat, diffVMI(), vfDomain())}
+		},
+		wantStock:   []string{diffForged + " [" + diffForged + "]"},
+		wantPatched: []string{none},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newPodLayout(t)
+			got := tt.run(t, l, newNetStatUnderTest(t, l))
+			want := tt.wantPatched
+			if netStatFlavor == "stock" {
+				want = tt.wantStock
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("%s NetStat reported %q on successive updates, want %q", netStatFlavor, got, want)
+			}
+			t.Logf("%s NetStat reported %q", netStatFlavor, got)
+		})
+	}
+}
