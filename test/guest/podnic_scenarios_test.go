@@ -29,6 +29,10 @@ func podNICScenarios() ([]scenario, error) {
 	if err != nil {
 		return nil, err
 	}
+	userND, err := userNetworkDataV2()
+	if err != nil {
+		return nil, err
+	}
 	mimeUser, err := mimeUserData("mime")
 	if err != nil {
 		return nil, err
@@ -71,8 +75,11 @@ func podNICScenarios() ([]scenario, error) {
 		{name: "NoCloud_PodNICWithoutMAC_IncludeUserData_IncludedRunsAndNetworkApplied", vmiName: "guest-include",
 			podNIC: podNICNoMAC, ci: cloudInitVolume{UserData: includeUserData("http://" + includeHost + "/cc.yaml")}, include: includedCC,
 			work: []string{"include"}, starts: oneStart},
-		{name: "NoCloud_PodNICWithoutMAC_NoUserData_NetworkApplied", vmiName: "guest-no-userdata",
-			podNIC: podNICNoMAC, ci: cloudInitVolume{}, starts: oneStart},
+		// No user data: KubeVirt then requires networkData (ReadCloudInitVolumeDataSource), so this is the
+		// user-networkData path: the user's static pod NIC (matched by its macAddress) stands, ours beside it,
+		// and the user data is our cloud-config alone.
+		{name: "NoCloud_NoUserData_UserNetworkDataForPodNIC_BothApplied", vmiName: "guest-no-userdata",
+			podNIC: podNIC, ci: cloudInitVolume{NetworkData: userND}, starts: oneStart},
 	}
 	var out []scenario
 	for _, d := range defs {
@@ -90,15 +97,20 @@ func podNICScenarios() ([]scenario, error) {
 			if sd.kubevirt {
 				st.kubevirtPodMAC = sd.podMAC
 			}
-			sd, work, n := sd, d.work, i+1
+			sd, work, n, d := sd, d.work, i+1, d
 			st.check = func(t *testing.T, r *Report) {
 				checkCloudInitClean(t, r, datasourceOf(d.ci))
 				// Only this start's addresses: the guest applied the new pod's config, not its first boot's.
 				checkAddresses(t, r, secondaryMAC, sd.vfV4+"/24", sd.vfV6+"/64")
 				checkNoDefaultRoute(t, r, secondaryMAC)
 				checkOnLinkRoute(t, r, secondaryMAC, "192.168.77.0/24")
-				// The pod NIC carries the pod interface's MAC (from the domain) and gets its DHCP lease.
-				checkDHCP(t, r, sd.podMAC)
+				if d.ci.NetworkData != "" {
+					// The user's config of the pod NIC stands.
+					checkAddresses(t, r, podNICMAC, userStaticAddr)
+				} else {
+					// The pod NIC carries the pod interface's MAC (from the domain) and gets its DHCP lease.
+					checkDHCP(t, r, sd.podMAC)
+				}
 				for _, w := range work {
 					assert.Equalf(t, 1, r.UserWork[w], "the user's %s ran once in all, by start %d (per instance)", w, n)
 				}
