@@ -7,21 +7,17 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
-	"runtime"
 	"strings"
 
 	"github.com/vishvananda/netlink"
 	kvv1 "kubevirt.io/api/core/v1"
 	cloudinit "kubevirt.io/kubevirt/pkg/cloud-init"
-	cmdv1 "kubevirt.io/kubevirt/pkg/handler-launcher-com/cmd/v1"
 	"kubevirt.io/kubevirt/pkg/hooks"
 	"kubevirt.io/kubevirt/pkg/network/domainspec"
 	netdriver "kubevirt.io/kubevirt/pkg/network/driver"
 	"kubevirt.io/kubevirt/pkg/network/vmispec"
 	"kubevirt.io/kubevirt/pkg/virt-launcher/virtwrap/api"
-	"kubevirt.io/kubevirt/pkg/virt-launcher/virtwrap/converter"
-	archconverter "kubevirt.io/kubevirt/pkg/virt-launcher/virtwrap/converter/arch"
-	convertertypes "kubevirt.io/kubevirt/pkg/virt-launcher/virtwrap/converter/types"
+	netconverter "kubevirt.io/kubevirt/pkg/virt-launcher/virtwrap/converter/network"
 )
 
 // qemuUID is the uid KubeVirt's images give the qemu user; KubeVirt's ISO generator chowns its
@@ -90,10 +86,12 @@ func launcherGenerateISO(vmi *kvv1.VirtualMachineInstance, data *cloudinit.Cloud
 	return iso, nil
 }
 
-// launcherDefineDomain builds the domain the way virt-launcher does and runs the hook Manager's
-// OnDefineDomain on it, which calls the sidecar: KubeVirt's converter
-// (converter.Convert_v1_VirtualMachineInstance_To_api_Domain, the pod NIC attached as tap), then,
-// when podIfaceMAC is set, KubeVirt's own tap generator of SetupPodNetworkPhase2
+// launcherDefineDomain builds the domain's interfaces the way virt-launcher does and runs the hook
+// Manager's OnDefineDomain on it, which calls the sidecar: KubeVirt's network domain configurator (the
+// part of converter.Convert_v1_VirtualMachineInstance_To_api_Domain that writes <interface> elements,
+// pkg/virt-launcher/virtwrap/converter/network, the pod NIC attached as tap; the whole converter needs
+// modules the Go module proxy does not serve for v1.9.0, and test/domain runs it on v1.8), then, when
+// podIfaceMAC is set, KubeVirt's own tap generator of SetupPodNetworkPhase2
 // (pkg/network/domainspec/generators.go), which writes the pod interface's MAC into a pod NIC whose
 // VMI sets none, as virt-launcher does before OnDefineDomain (virtwrap/manager.go preStartHook). With
 // podIfaceMAC empty the pod NIC reaches the sidecar without a MAC. The caller must have collected the
@@ -105,18 +103,13 @@ func launcherDefineDomain(vmi *kvv1.VirtualMachineInstance, podIfaceMAC string) 
 			attachment[iface.Name] = string(kvv1.Tap)
 		}
 	}
-	c := &convertertypes.ConverterContext{
-		Architecture:                    archconverter.NewConverter(runtime.GOARCH),
-		VirtualMachine:                  vmi,
-		AllowEmulation:                  true,
-		SMBios:                          &cmdv1.SMBios{},
-		DomainAttachmentByInterfaceName: attachment,
-	}
 	dom := &api.Domain{}
-	if err := converter.Convert_v1_VirtualMachineInstance_To_api_Domain(vmi, dom, c); err != nil {
-		return nil, fmt.Errorf("KubeVirt's converter: %w", err)
+	dom.Spec.Type = "kvm"
+	dom.Spec.Name = vmi.Namespace + "_" + vmi.Name
+	configurator := netconverter.NewDomainConfigurator(netconverter.WithDomainAttachmentByInterfaceName(attachment))
+	if err := configurator.Configure(vmi, dom); err != nil {
+		return nil, fmt.Errorf("KubeVirt's network domain configurator: %w", err)
 	}
-	api.NewDefaulter(c.Architecture.GetArchitecture()).SetObjectDefaults_Domain(dom)
 	if podIfaceMAC != "" {
 		mac, err := net.ParseMAC(podIfaceMAC)
 		if err != nil {
