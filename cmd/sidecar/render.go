@@ -563,7 +563,7 @@ func viewInterface(i model.BoundInterface) reportInterface {
 		Addresses:    strs(i.Addresses), Gateways: strs(i.Gateways), Routes: []reportRoute{},
 		DNS: reportDNS{Nameservers: strs(i.DNS.Nameservers), Search: append([]string{}, i.DNS.Search...), Domain: i.DNS.Domain},
 	}
-	if i.MAC != nil {
+	if !i.MAC.IsZero() {
 		v.MAC = i.MAC.String()
 	}
 	switch {

@@ -198,7 +198,7 @@ func WithFallback(ifaces []model.BoundInterface, userNetworkData string, fallbac
 		return ifaces, nil
 	}
 	for _, fb := range fallback {
-		if fb.MAC == nil {
+		if fb.MAC.IsZero() {
 			return nil, fmt.Errorf("interface %q (pod network) has no macAddress: the VMI gives no networkData, so "+
 				"cloud-init would configure that NIC by DHCP, but the network config written for the SR-IOV interfaces "+
 				"replaces that fallback and can match a NIC only by MAC; set macAddress on interface %q, or give "+

@@ -2,7 +2,6 @@ package cloudinit
 
 import (
 	"encoding/json"
-	"net"
 	"strings"
 	"testing"
 
@@ -10,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
 
 // kubevirtCloudInitData mirrors the wire form of KubeVirt's cloudinit.CloudInitData
@@ -230,8 +230,8 @@ func TestGuestNameOf_PodNetworkNICIsNotNamedVF(t *testing.T) {
 }
 
 func TestApply_FallbackPodNIC_GuestNameSaysNIC(t *testing.T) {
-	fb := model.BoundInterface{Name: "default", Network: "default", DHCP: true, Virtio: true, MAC: net.HardwareAddr{2, 0, 0, 0, 0, 0x0a}}
-	vf := model.BoundInterface{Name: "vf1", Network: "vf1", MAC: net.HardwareAddr{2, 0, 0, 0, 1, 1}}
+	fb := model.BoundInterface{Name: "default", Network: "default", DHCP: true, Virtio: true, MAC: netval.MAC{2, 0, 0, 0, 0, 0x0a}}
+	vf := model.BoundInterface{Name: "vf1", Network: "vf1", MAC: netval.MAC{2, 0, 0, 0, 1, 1}}
 	out, err := MergeNoCloud(nil, []model.BoundInterface{fb, vf})
 	require.NoError(t, err)
 	assert.Contains(t, string(out), `"name": "nic`)
@@ -240,9 +240,9 @@ func TestApply_FallbackPodNIC_GuestNameSaysNIC(t *testing.T) {
 
 func TestUserConfigured_NamesOurNICsTheUserAlreadyConfigures(t *testing.T) {
 	ifaces := []model.BoundInterface{
-		{Name: "a", MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}},
-		{Name: "b", MAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}},
-		{Name: "c", MAC: net.HardwareAddr{2, 0, 0, 0, 0, 0x0c}},
+		{Name: "a", MAC: netval.MAC{2, 0, 0, 0, 0, 1}},
+		{Name: "b", MAC: netval.MAC{2, 0, 0, 0, 0, 2}},
+		{Name: "c", MAC: netval.MAC{2, 0, 0, 0, 0, 0x0c}},
 	}
 	tests := []struct {
 		name, ds, user string

@@ -3,7 +3,6 @@ package cloudinit
 import (
 	"flag"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -13,12 +12,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
 
-func mac(s string) net.HardwareAddr {
-	hw, err := net.ParseMAC(s)
+func mac(s string) netval.MAC {
+	hw, err := netval.ParseMAC(s)
 	if err != nil {
 		panic(err) // test fixtures only
 	}

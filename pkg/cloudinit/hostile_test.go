@@ -199,8 +199,7 @@ func TestRender_RejectsInterfacesItCannotConfigure_NamingThem(t *testing.T) {
 		mod  func(*model.BoundInterface)
 		want string
 	}{
-		{"no MAC", func(b *model.BoundInterface) { b.MAC = nil }, "no MAC address from any source"},
-		{"infiniband MAC", func(b *model.BoundInterface) { b.MAC = make([]byte, 20) }, "not a 6-byte Ethernet address"},
+		{"no MAC", func(b *model.BoundInterface) { b.MAC = netval.MAC{} }, "no MAC address from any source"},
 		{"MTU", func(b *model.BoundInterface) { b.MTU = 70000 }, "MTU 70000 out of range"},
 		{"default route as route", func(b *model.BoundInterface) { b.Routes = []model.Route{route("::/0", "fd10:128::1")} }, "default routes must come as gateways"},
 		{"route mixes families", func(b *model.BoundInterface) { b.Routes = []model.Route{route("10.9.0.0/16", "fd10:128::1")} }, "mixes address families"},

@@ -190,14 +190,10 @@ func planNIC(b *model.BoundInterface) (nicPlan, error) {
 
 // planLink checks what the link itself needs: a 48-bit MAC to match the NIC by, and an MTU in range.
 func (p *nicPlan) planLink(b *model.BoundInterface) error {
-	if b.MAC == nil {
+	if b.MAC.IsZero() {
 		return fmt.Errorf("no MAC address from any source (VMI macAddress, network-status, pod-networks): cloud-init can only match the NIC by MAC")
 	}
-	mac, ok := netval.MACFromHardwareAddr(b.MAC)
-	if !ok {
-		return fmt.Errorf("MAC %q is not a 6-byte Ethernet address", b.MAC.String())
-	}
-	p.mac = mac.String()
+	p.mac = b.MAC.String()
 	return netval.CheckMTU(b.MTU)
 }
 

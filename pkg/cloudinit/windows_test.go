@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
 
 // The statements the per-NIC sections may contain. Each literal is single-quoted and made of the
@@ -173,7 +174,7 @@ func TestWindowsNetworkScript_RefusesWhatPlanNICRefuses_NamingTheInterface(t *te
 	}{
 		{"search domain with a quote", func(b *model.BoundInterface) { b.DNS.Search = []string{"a'; Remove-Item C:\\ -Recurse; '"} }, "search domain"},
 		{"search domain with a Unicode quote", func(b *model.BoundInterface) { b.DNS.Search = []string{"a\u2019b"} }, "search domain"},
-		{"no MAC", func(b *model.BoundInterface) { b.MAC = nil }, "no MAC"},
+		{"no MAC", func(b *model.BoundInterface) { b.MAC = netval.MAC{} }, "no MAC"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := nic("evil", "02:00:00:aa:bb:01", func(b *model.BoundInterface) { b.Addresses = pfx("10.0.0.5/24") })

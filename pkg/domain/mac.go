@@ -3,8 +3,8 @@ package domain
 import (
 	"context"
 	"fmt"
-	"net"
-	"strings"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
 
 // PodNICMAC says what the domain does with the pod-network NIC's MAC.
@@ -23,13 +23,13 @@ type PodNICMAC struct {
 // OnDefineDomain (v1.8 pkg/network/domainspec/generators.go), the MAC that OVN's port security expects with
 // bridge. Without a <mac>, libvirt makes one up at define time, which the guest's cloud-init config, built
 // earlier in PreCloudInitIso, could not match. Every other byte is kept.
-func SetPodNICMAC(domainXML []byte, ifaceName string, mac net.HardwareAddr) ([]byte, PodNICMAC, error) {
+func SetPodNICMAC(domainXML []byte, ifaceName string, mac netval.MAC) ([]byte, PodNICMAC, error) {
 	var res PodNICMAC
 	if err := validateIfaceName(ifaceName); err != nil {
 		return nil, res, err
 	}
-	if len(mac) != 6 {
-		return nil, res, fmt.Errorf("%w: interface %q: MAC %q is not 48-bit", ErrInvalidInterface, ifaceName, mac.String())
+	if mac.IsZero() {
+		return nil, res, fmt.Errorf("%w: interface %q: no MAC to set", ErrInvalidInterface, ifaceName)
 	}
 	doc, err := parseDocument(context.Background(), domainXML)
 	if err != nil {
@@ -48,7 +48,7 @@ func SetPodNICMAC(domainXML []byte, ifaceName string, mac net.HardwareAddr) ([]b
 		return domainXML, res, nil
 	}
 	insert := d.start + el.startTagEnd
-	text := "<mac address='" + strings.ToLower(mac.String()) + "'/>"
+	text := "<mac address='" + mac.String() + "'/>"
 	if el.firstIndent != "" {
 		// Indent like the element's first child: repeat the whitespace that follows the start tag.
 		insert += len(el.firstIndent)

@@ -1,12 +1,13 @@
 package domain
 
 import (
-	"net"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
 
 const podNICDomain = `<domain type="kvm">
@@ -23,7 +24,7 @@ const podNICDomain = `<domain type="kvm">
 </domain>`
 
 func TestSetPodNICMAC(t *testing.T) {
-	want := net.HardwareAddr{0x0a, 0x58, 0x0a, 0x80, 0x00, 0x05}
+	want := netval.MAC{0x0a, 0x58, 0x0a, 0x80, 0x00, 0x05}
 	noMAC := strings.Replace(podNICDomain, "%s", "", 1)
 	withMAC := strings.Replace(noMAC, `<source></source>`, `<source></source>`+"\n      "+`<mac address="02:00:00:00:00:09"></mac>`, 1)
 	tests := []struct {
@@ -73,8 +74,8 @@ func TestSetPodNICMAC(t *testing.T) {
 }
 
 func TestSetPodNICMAC_OtherSelfClosingInterfacesAreIgnored(t *testing.T) {
-	_, _, err := SetPodNICMAC([]byte(`<domain><devices><interface type="ethernet"><alias name="ua-default"/></interface><interface type="user"/></devices></domain>`), "default", net.HardwareAddr{2, 0, 0, 0, 0, 1})
+	_, _, err := SetPodNICMAC([]byte(`<domain><devices><interface type="ethernet"><alias name="ua-default"/></interface><interface type="user"/></devices></domain>`), "default", netval.MAC{2, 0, 0, 0, 0, 1})
 	require.NoError(t, err, "a self-closing interface of another NIC is none of our business")
-	_, _, err = SetPodNICMAC([]byte(`<domain><devices><interface type="ethernet" /></devices></domain>`), "default", net.HardwareAddr{2, 0, 0, 0, 0, 1})
+	_, _, err = SetPodNICMAC([]byte(`<domain><devices><interface type="ethernet" /></devices></domain>`), "default", netval.MAC{2, 0, 0, 0, 0, 1})
 	require.NoError(t, err)
 }

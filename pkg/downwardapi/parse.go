@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 
@@ -226,11 +225,9 @@ func convertPodNetwork(r *podNetworkJSON, fail func(string, error) error) (PodNe
 	if pn.IPAddresses, err = parseAll(ips, ipField, netval.ParsePrefix, fail); err != nil {
 		return pn, err
 	}
-	mac, err := netval.ParseMAC(r.MACAddress)
-	if err != nil {
+	if pn.MAC, err = netval.ParseMAC(r.MACAddress); err != nil {
 		return pn, fail("mac_address", err)
 	}
-	pn.MAC = net.HardwareAddr(mac[:])
 	gws, gwField := listOrLegacy("gateway_ips", r.GatewayIPs, "gateway_ip", r.GatewayIP, true)
 	if pn.Gateways, err = parseAll(gws, gwField, netval.ParseAddr, fail); err != nil {
 		return pn, err

@@ -2,7 +2,6 @@ package downwardapi
 
 import (
 	"errors"
-	"net"
 	"net/netip"
 	"sort"
 	"strconv"
@@ -11,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
 
 // formatMap writes the pod-info format the way kubelet's fieldpath.FormatMap does (sorted keys,
@@ -256,7 +257,7 @@ func TestParsePodNetworks_ValidInput_KeepsEveryField(t *testing.T) {
 
 	assert.Equal(t, PodNetwork{
 		IPAddresses:    []netip.Prefix{netip.MustParsePrefix("10.100.0.5/16"), netip.MustParsePrefix("fd10:100::5/64")},
-		MAC:            net.HardwareAddr{0x0a, 0x58, 0x0a, 0x64, 0x00, 0x05},
+		MAC:            netval.MAC{0x0a, 0x58, 0x0a, 0x64, 0x00, 0x05},
 		Gateways:       []netip.Addr{netip.MustParseAddr("10.100.0.1"), netip.MustParseAddr("fd10:100::1")},
 		Routes:         []PodRoute{{netip.MustParsePrefix("10.96.0.0/16"), netip.MustParseAddr("10.100.0.1")}, {netip.MustParsePrefix("fd99::/64"), netip.MustParseAddr("fd10:100::1")}},
 		IPv6LLAGateway: netip.MustParseAddr("fe80::858:aff:fe64:1"),

@@ -1,8 +1,9 @@
 package downwardapi
 
 import (
-	"net"
 	"net/netip"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
 
 // Annotation keys the sidecar reads from the pod-info volume.
@@ -49,7 +50,7 @@ type PodNetwork struct {
 	// IPAddresses keep the host address and the subnet prefix ("10.20.2.5/24"). Empty when the
 	// annotation carries null (IPAM-less layer2/localnet).
 	IPAddresses []netip.Prefix
-	MAC         net.HardwareAddr
+	MAC         netval.MAC // all-zero when OVN-Kubernetes set none
 	Gateways    []netip.Addr
 	Routes      []PodRoute
 	// IPv6LLAGateway is the zero Addr when absent.

@@ -2,7 +2,6 @@ package model_test
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"testing"
 
@@ -10,6 +9,7 @@ import (
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
 
 // dualStackFixture is a VMI with n bound dual-stack interfaces and a snapshot holding every source.
@@ -29,7 +29,7 @@ func dualStackFixture(n int) (*model.VirtualMachineInstance, *downwardapi.Snapsh
 		})
 		snap.PodNetworks[nad] = downwardapi.PodNetwork{
 			IPAddresses: []netip.Prefix{netip.PrefixFrom(v6, 64), netip.PrefixFrom(v4, 24)},
-			MAC:         net.HardwareAddr{0x0a, 0x58, 0, 0, byte(i / 256), byte(i % 256)},
+			MAC:         netval.MAC{0x0a, 0x58, 0, 0, byte(i / 256), byte(i % 256)},
 			Gateways:    []netip.Addr{netip.AddrFrom4([4]byte{10, byte(i), 0, 1})},
 			Routes: []downwardapi.PodRoute{
 				{Dest: netip.MustParsePrefix("10.96.0.0/16"), NextHop: netip.AddrFrom4([4]byte{10, byte(i), 0, 1})},

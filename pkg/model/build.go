@@ -3,7 +3,6 @@ package model
 import (
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
@@ -46,14 +45,14 @@ type derived struct {
 	hasNetworkStatus bool
 	hasPodNetworks   bool
 	podNetworksKey   string
-	// statusMAC is network-status's "mac" for the interface (nil when absent), kept to tell the
+	// statusMAC is network-status's "mac" for the interface (zero when absent), kept to tell the
 	// operator when it disagrees with the VMI's macAddress (MACMismatches).
-	statusMAC net.HardwareAddr
+	statusMAC netval.MAC
 	// infoMAC and infoMTU are the first "mac" and "mtu" that network-info has for the interface (the
-	// device-info file, else the kubevirt.io/network-info annotation; nil and 0 when absent), and
+	// device-info file, else the kubevirt.io/network-info annotation; zero when absent), and
 	// infoMACSource / infoMTUSource name where each came from: kept for MACMismatches and
 	// NetworkInfoMismatches. statusMTU is network-status's "mtu" (0 when absent).
-	infoMAC       net.HardwareAddr
+	infoMAC       netval.MAC
 	infoMACSource string
 	infoMTU       int
 	infoMTUSource string
@@ -121,7 +120,7 @@ func build(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options
 		if err != nil {
 			return nil, err
 		}
-		if key, ok := netval.MACFromHardwareAddr(d.MAC); ok {
+		if key := d.MAC; !key.IsZero() {
 			if i, dup := macOwner[key]; dup {
 				other := &out[i]
 				return nil, &InputError{Interface: d.Name, Network: d.Network, Source: d.MACSource.sourceName(), Field: "mac",

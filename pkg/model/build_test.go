@@ -1,7 +1,6 @@
 package model_test
 
 import (
-	"net"
 	"net/netip"
 	"testing"
 
@@ -10,6 +9,7 @@ import (
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
 
 // st is a network-status entry for VMI network `network` attached to NAD `nad`, named as KubeVirt
@@ -279,7 +279,7 @@ func TestBuild_DerivesEachRule(t *testing.T) {
 			snap: nil,
 			check: func(t *testing.T, got []model.BoundInterface) {
 				require.Len(t, got, 1)
-				assert.Nil(t, got[0].MAC)
+				assert.Zero(t, got[0].MAC)
 				assert.Empty(t, got[0].Addresses)
 				assert.Empty(t, got[0].HostPCIAddress)
 			},
@@ -361,7 +361,7 @@ func TestBuild_MACPrecedence_VMIThenNetworkStatusThenNetworkInfoThenPodNetworks(
 			require.NoError(t, err)
 			require.Len(t, got, 1)
 			if tc.wantMAC == "" {
-				assert.Nil(t, got[0].MAC)
+				assert.Zero(t, got[0].MAC)
 			} else {
 				assert.Equal(t, tc.wantMAC, got[0].MAC.String())
 			}
@@ -421,9 +421,9 @@ func TestBuild_NoBoundInterface_ReturnsNilEvenWithMalformedSnapshot(t *testing.T
 	assert.Nil(t, got)
 }
 
-func mustMAC(t *testing.T, s string) net.HardwareAddr {
+func mustMAC(t *testing.T, s string) netval.MAC {
 	t.Helper()
-	mac, err := net.ParseMAC(s)
+	mac, err := netval.ParseMAC(s)
 	require.NoError(t, err)
 	return mac
 }

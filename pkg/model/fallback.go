@@ -50,7 +50,7 @@ func FindPodNIC(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, binding
 			if err != nil {
 				return nil, &InputError{Interface: iface.Name, Network: iface.Name, Source: SourceVMI, Field: "macAddress", Err: err}
 			}
-			if mac != nil {
+			if !mac.IsZero() {
 				nic.Interface.MAC, nic.Interface.MACSource = mac, MACFromVMI
 				return nic, nil
 			}
@@ -66,7 +66,7 @@ func FindPodNIC(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, binding
 			if err != nil {
 				return nil, &InputError{Interface: iface.Name, Network: iface.Name, Source: source, Field: "mac", Err: err}
 			}
-			if mac != nil {
+			if !mac.IsZero() {
 				nic.Interface.MAC, nic.Interface.MACSource = mac, macSourceOf(source)
 			}
 		}
@@ -90,7 +90,7 @@ func FallbackInterface(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, 
 // networkData). Wrong input and unservable NICs are not missing: the caller reports them.
 func MissingForPodNIC(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, bindingName string) []downwardapi.Missing {
 	nic, err := FindPodNIC(vmi, snap, bindingName)
-	if err != nil || nic == nil || nic.Interface.MAC != nil || !nic.FromPod {
+	if err != nil || nic == nil || !nic.Interface.MAC.IsZero() || !nic.FromPod {
 		return nil
 	}
 	return []downwardapi.Missing{{
@@ -117,41 +117,41 @@ func podBindingName(iface Interface) string {
 // podInterfaceMAC is the MAC of the pod's primary interface: network-status's first entry marked default
 // with an interface name (as KubeVirt picks it), else the pod-networks entry whose role is primary, else
 // the one keyed "default" (OVN-K without a role). source names where it came from, or where it was bad.
-func podInterfaceMAC(snap *downwardapi.Snapshot) (mac []byte, source string, err error) {
+func podInterfaceMAC(snap *downwardapi.Snapshot) (mac netval.MAC, source string, err error) {
 	for _, st := range snap.NetworkStatus {
 		if !st.Default || st.Interface == "" || st.Mac == "" {
 			continue
 		}
 		m, err := parseMAC(st.Mac)
 		if err != nil {
-			return nil, downwardapi.NetworkStatusAnnotation, err
+			return netval.MAC{}, downwardapi.NetworkStatusAnnotation, err
 		}
-		if m != nil {
+		if !m.IsZero() {
 			return m, downwardapi.NetworkStatusAnnotation, nil
 		}
 	}
-	pick := func(match func(key string, pn downwardapi.PodNetwork) bool) ([]byte, error) {
+	pick := func(match func(key string, pn downwardapi.PodNetwork) bool) (netval.MAC, error) {
 		for key, pn := range snap.PodNetworks {
-			if !match(key, pn) || len(pn.MAC) == 0 {
+			if !match(key, pn) || pn.MAC.IsZero() {
 				continue
 			}
-			mac, err := checkedMAC(pn.MAC)
-			if err != nil || mac != nil {
-				return mac, err
+			if err := pn.MAC.CheckUnicast(); err != nil {
+				return netval.MAC{}, err
 			}
+			return pn.MAC, nil
 		}
-		return nil, nil
+		return netval.MAC{}, nil
 	}
 	for _, match := range []func(string, downwardapi.PodNetwork) bool{
 		func(_ string, pn downwardapi.PodNetwork) bool { return pn.Role == RolePrimary },
 		func(key string, pn downwardapi.PodNetwork) bool { return key == "default" && pn.Role == "" },
 	} {
 		m, err := pick(match)
-		if err != nil || m != nil {
+		if err != nil || !m.IsZero() {
 			return m, downwardapi.PodNetworksAnnotation, err
 		}
 	}
-	return nil, "", nil
+	return netval.MAC{}, "", nil
 }
 
 func macSourceOf(source string) MACSource {

@@ -94,7 +94,7 @@ func TestFindPodNIC(t *testing.T) {
 			assert.Equal(t, tc.fromPod, nic.FromPod)
 			assert.Equal(t, tc.unservable, nic.Unservable != "", "unservable: %q", nic.Unservable)
 			if tc.wantMAC == "" {
-				assert.Nil(t, nic.Interface.MAC)
+				assert.Zero(t, nic.Interface.MAC)
 				return
 			}
 			assert.Equal(t, tc.wantMAC, nic.Interface.MAC.String())

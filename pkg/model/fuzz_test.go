@@ -73,8 +73,8 @@ func checkInvariants(t *testing.T, got []model.BoundInterface, names []string, p
 		if bi.Name != names[i] {
 			t.Fatalf("interface %d is %q, want %q", i, bi.Name, names[i])
 		}
-		if bi.MAC != nil {
-			if len(bi.MAC) != 6 || macs[bi.MAC.String()] {
+		if !bi.MAC.IsZero() {
+			if macs[bi.MAC.String()] {
 				t.Fatalf("interface %q: bad or duplicate MAC %s", bi.Name, bi.MAC)
 			}
 			macs[bi.MAC.String()] = true

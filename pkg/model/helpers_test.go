@@ -3,7 +3,6 @@ package model_test
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/netip"
 	"testing"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
 
 const (
@@ -112,7 +112,7 @@ func decodePodNetworks(data []byte) (downwardapi.PodNetworks, error) {
 			pn.IPAddresses = append(pn.IPAddresses, p)
 		}
 		if r.MACAddress != "" {
-			mac, err := net.ParseMAC(r.MACAddress)
+			mac, err := netval.ParseMAC(r.MACAddress)
 			if err != nil {
 				return nil, fmt.Errorf("%s mac_address: %w", key, err)
 			}

@@ -1,9 +1,6 @@
 package model
 
 import (
-	"fmt"
-	"net"
-
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
@@ -38,50 +35,36 @@ func (d *derived) setMAC(vmiMAC string, st *downwardapi.NetworkStatus, fileInfo,
 		if err != nil {
 			return f.fail(c.where, c.field, err)
 		}
-		if mac != nil && d.MAC == nil {
+		if !mac.IsZero() && d.MAC.IsZero() {
 			d.MAC, d.MACSource = mac, c.source
 		}
 		switch {
 		case c.source == MACFromNetworkStatus:
 			d.statusMAC = mac
-		case c.source == MACFromNetworkInfo && d.infoMAC == nil:
+		case c.source == MACFromNetworkInfo && d.infoMAC.IsZero():
 			d.infoMAC, d.infoMACSource = mac, c.where
 		}
 	}
-	if pn != nil && len(pn.MAC) > 0 {
-		mac, err := checkedMAC(pn.MAC)
-		if err != nil {
+	if pn != nil && !pn.MAC.IsZero() {
+		if err := pn.MAC.CheckUnicast(); err != nil {
 			return f.fail(downwardapi.PodNetworksAnnotation, "mac_address", err)
 		}
-		if d.MAC == nil && mac != nil {
-			d.MAC, d.MACSource = mac, MACFromPodNetworks
+		if d.MAC.IsZero() {
+			d.MAC, d.MACSource = pn.MAC, MACFromPodNetworks
 		}
 	}
 	return nil
 }
 
 // parseMAC reads a MAC for a guest Ethernet NIC: 48-bit and unicast. The all-zero MAC means absent
-// (nil, nil): SR-IOV CNI reports a VF without an administrative MAC so.
-func parseMAC(s string) (net.HardwareAddr, error) {
+// (zero, nil): SR-IOV CNI reports a VF without an administrative MAC so.
+func parseMAC(s string) (netval.MAC, error) {
 	m, err := netval.ParseMAC(s)
 	if err != nil {
-		return nil, err
+		return netval.MAC{}, err
 	}
-	return guestMAC(m)
-}
-
-// checkedMAC applies parseMAC's rules to a MAC downwardapi has already parsed (pod-networks).
-func checkedMAC(hw net.HardwareAddr) (net.HardwareAddr, error) {
-	m, ok := netval.MACFromHardwareAddr(hw)
-	if !ok {
-		return nil, fmt.Errorf("MAC %s is not a 48-bit Ethernet address", netval.Quote(hw.String()))
-	}
-	return guestMAC(m)
-}
-
-func guestMAC(m netval.MAC) (net.HardwareAddr, error) {
 	if err := m.CheckUnicast(); err != nil {
-		return nil, err
+		return netval.MAC{}, err
 	}
-	return m.HardwareAddr(), nil
+	return m, nil
 }

@@ -1,10 +1,8 @@
 package model
 
 import (
-	"bytes"
-	"net"
-
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
 
 // MACMismatch is a bound interface whose VMI macAddress differs from the MAC the CNI reports for it:
@@ -14,9 +12,9 @@ import (
 type MACMismatch struct {
 	Interface string
 	Network   string
-	VMI       net.HardwareAddr
-	// NetworkStatus is network-status's MAC; nil when the comparison was with network-info.
-	NetworkStatus net.HardwareAddr
+	VMI       netval.MAC
+	// NetworkStatus is network-status's MAC; zero when the comparison was with network-info.
+	NetworkStatus netval.MAC
 	// ReportedBy names the source the VMI's MAC was compared with: the network-status annotation key,
 	// the device-info file path or the network-info annotation key.
 	ReportedBy string
@@ -36,13 +34,13 @@ func MACMismatches(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts
 			continue
 		}
 		switch {
-		case d.statusMAC != nil:
-			if !bytes.Equal(d.MAC, d.statusMAC) {
+		case !d.statusMAC.IsZero():
+			if d.MAC != d.statusMAC {
 				out = append(out, MACMismatch{Interface: d.Name, Network: d.Network, VMI: d.MAC, NetworkStatus: d.statusMAC,
 					ReportedBy: downwardapi.NetworkStatusAnnotation})
 			}
-		case d.infoMAC != nil:
-			if !bytes.Equal(d.MAC, d.infoMAC) {
+		case !d.infoMAC.IsZero():
+			if d.MAC != d.infoMAC {
 				out = append(out, MACMismatch{Interface: d.Name, Network: d.Network, VMI: d.MAC, ReportedBy: d.infoMACSource})
 			}
 		}
@@ -71,7 +69,7 @@ func NetworkInfoMismatches(vmi *VirtualMachineInstance, snap *downwardapi.Snapsh
 	}
 	var out []NetworkInfoMismatch
 	for _, d := range ds {
-		if d.statusMAC != nil && d.infoMAC != nil && !bytes.Equal(d.statusMAC, d.infoMAC) {
+		if !d.statusMAC.IsZero() && !d.infoMAC.IsZero() && d.statusMAC != d.infoMAC {
 			out = append(out, NetworkInfoMismatch{Interface: d.Name, Network: d.Network, Field: "mac", Source: d.infoMACSource})
 		}
 		if d.statusMTU != 0 && d.infoMTU != 0 && d.statusMTU != d.infoMTU {

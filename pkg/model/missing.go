@@ -32,7 +32,7 @@ func MissingForCloudInit(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot
 		if !d.hasNetworkStatus && !d.hasPodNetworks {
 			out = append(out, missingEntry(d))
 		}
-		if d.MAC == nil {
+		if d.MAC.IsZero() {
 			out = append(out, downwardapi.Missing{Interface: d.Name, Network: d.Network, Source: sourceMAC, Field: "mac"})
 		}
 	}

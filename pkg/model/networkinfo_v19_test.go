@@ -126,7 +126,7 @@ func TestMACMismatches_WithoutNetworkStatus_ComparesTheVMIMACWithNetworkInfo(t *
 	require.Len(t, got, 1)
 	assert.Equal(t, model.SourceDeviceInfoFile, got[0].ReportedBy)
 	assert.Equal(t, "02:00:00:00:00:01", got[0].VMI.String())
-	assert.Nil(t, got[0].NetworkStatus)
+	assert.Zero(t, got[0].NetworkStatus)
 
 	got = model.MACMismatches(vmi, &downwardapi.Snapshot{NetworkStatus: statusMACMTU("02:00:00:00:00:02", 0), DeviceInfo: infoMACMTU("02:00:00:00:00:01", 0)}, opts())
 	require.Len(t, got, 1, "network-status is the one compared when present")

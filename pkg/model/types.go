@@ -1,8 +1,9 @@
 package model
 
 import (
-	"net"
 	"net/netip"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
 
 // Family is an IP address family.
@@ -49,7 +50,7 @@ type BoundInterface struct {
 	// ("eth0" for a multus default network, "net<N>" on pods with legacy ordinal names).
 	PodInterfaceName string
 
-	MAC       net.HardwareAddr // nil when no source has one
+	MAC       netval.MAC // zero when no source has one
 	MACSource MACSource
 
 	// Addresses carry the host address and prefix, primary family first.

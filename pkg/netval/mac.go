@@ -16,7 +16,7 @@ func ParseMAC(s string) (MAC, error) {
 	if err != nil {
 		return MAC{}, fmt.Errorf("invalid MAC %s", Quote(s))
 	}
-	m, ok := MACFromHardwareAddr(hw)
+	m, ok := macFromHardwareAddr(hw)
 	if !ok {
 		return MAC{}, fmt.Errorf("MAC %s is not a 48-bit Ethernet address", Quote(hw.String()))
 	}
@@ -33,8 +33,9 @@ func CheckHardwareAddr(s string) error {
 	return nil
 }
 
-// MACFromHardwareAddr converts a 6-byte hardware address; ok is false for any other length.
-func MACFromHardwareAddr(hw net.HardwareAddr) (m MAC, ok bool) {
+// macFromHardwareAddr converts a 6-byte hardware address; ok is false for any other length. Only
+// ParseMAC needs it: every MAC past parsing is a MAC, so no consumer converts.
+func macFromHardwareAddr(hw net.HardwareAddr) (m MAC, ok bool) {
 	if len(hw) != len(m) {
 		return MAC{}, false
 	}

@@ -89,7 +89,7 @@ func TestMAC_ValueSemantics(t *testing.T) {
 	assert.False(t, a.IsZero())
 	assert.NoError(t, a.CheckUnicast())
 	assert.ErrorContains(t, MAC{0x01, 0, 0x5e, 0, 0, 1}.CheckUnicast(), "multicast")
-	_, ok := MACFromHardwareAddr(make([]byte, 8))
+	_, ok := macFromHardwareAddr(make([]byte, 8))
 	assert.False(t, ok)
 }
 

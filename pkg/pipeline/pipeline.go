@@ -124,7 +124,7 @@ func Domain(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, opts 
 // safety net, and an existing MAC is kept: with bridge it is what OVN's port security expects.
 func podNICMAC(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, opts model.Options, domainXML []byte, doc *domain.Document) ([]byte, []Warning, error) {
 	nic, err := model.FindPodNIC(vmi, snap, opts.BindingName)
-	if err != nil || nic == nil || !nic.FromPod || nic.Interface.MAC == nil {
+	if err != nil || nic == nil || !nic.FromPod || nic.Interface.MAC.IsZero() {
 		return domainXML, nil, nil // PreCloudInitIso reports the errors; nothing was matched by a pod MAC
 	}
 	// The common case, KubeVirt set a MAC, is read from the document parsed already; only an interface
@@ -173,7 +173,7 @@ func CloudInit(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, op
 		return nil, nil, nil, fail(PreCloudInitIso, InvalidInput, err)
 	}
 	if nic != nil {
-		if !vmi.GivesNetworkData() && nic.Interface.MAC == nil && nic.Unservable != "" {
+		if !vmi.GivesNetworkData() && nic.Interface.MAC.IsZero() && nic.Unservable != "" {
 			return nil, nil, nil, fail(PreCloudInitIso, FailedPrecondition, fmt.Errorf("interface %q (pod network) has no "+
 				"macAddress and the VMI gives no networkData: the network config written for the SR-IOV interfaces replaces "+
 				"cloud-init's DHCP fallback and must match the pod NIC by MAC, but %s; set macAddress on interface %q, or give networkData",
