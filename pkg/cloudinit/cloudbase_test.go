@@ -156,7 +156,7 @@ func wantOnWindows(t *testing.T, b model.BoundInterface) *winAdapter {
 	t.Helper()
 	p, err := planNIC(&b)
 	require.NoError(t, err)
-	w := &winAdapter{MAC: p.mac, Name: p.name, MTU: p.mtu, Address: map[model.Family]netip.Prefix{}, Gateway: map[model.Family]netip.Addr{}}
+	w := &winAdapter{MAC: p.mac.String(), Name: p.name, MTU: p.mtu, Address: map[model.Family]netip.Prefix{}, Gateway: map[model.Family]netip.Addr{}}
 	for f, j := range cloudbasePrimaries(&p) {
 		w.Address[f] = p.static[j]
 		if gw := p.gateway(f); gw.IsValid() {

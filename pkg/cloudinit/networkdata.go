@@ -82,7 +82,7 @@ func ndParts(plans []nicPlan, taken func(string) bool) []ndPart {
 	parts := make([]ndPart, 0, len(plans))
 	for i := range plans {
 		p := &plans[i]
-		part := ndPart{link: ndLink{ID: unique(p.name), Type: "phy", MAC: p.mac, MTU: p.mtu, Name: p.name}}
+		part := ndPart{link: ndLink{ID: unique(p.name), Type: "phy", MAC: p.mac.String(), MTU: p.mtu, Name: p.name}}
 		// routeTo is, per family, the network that carries the routes: the DHCP network, or the static
 		// network cloudbase-init applies (cloudbasePrimaries).
 		routeTo := map[model.Family]int{}
@@ -240,7 +240,7 @@ func MergeNetworkDataJSON(user []byte, ifaces []model.BoundInterface) ([]byte, e
 // configuredByUser reports whether a user entry with one of these MACs or names configures our NIC.
 func configuredByUser(p *nicPlan, macs, names []string) bool {
 	for _, m := range macs {
-		if equalFoldMAC(m, p.mac) {
+		if equalFoldMAC(m, p.mac.String()) {
 			return true
 		}
 	}

@@ -50,7 +50,7 @@ func v1Physical(p *nicPlan) *yaml.Node {
 	phy := mapNode()
 	set(phy, "type", strNode("physical"))
 	set(phy, "name", strNode(p.name))
-	set(phy, "mac_address", strNode(p.mac))
+	set(phy, "mac_address", strNode(p.mac.String()))
 	if p.mtu > 0 {
 		set(phy, "mtu", intNode(p.mtu))
 	}
@@ -124,7 +124,7 @@ func v1Physical(p *nicPlan) *yaml.Node {
 func v2Ethernet(p *nicPlan) (*yaml.Node, error) {
 	e := mapNode()
 	match := mapNode()
-	set(match, "macaddress", strNode(p.mac))
+	set(match, "macaddress", strNode(p.mac.String()))
 	set(e, "match", match)
 	set(e, "set-name", strNode(p.name))
 	if p.mtu > 0 {

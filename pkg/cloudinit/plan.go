@@ -17,8 +17,8 @@ import (
 type nicPlan struct {
 	iface string // VMI interface name, for error messages only
 	name  string // guest interface name (see guestName)
-	mac   string // lower-case colon form
-	mtu   int    // 0 = omit
+	mac   netval.MAC
+	mtu   int // 0 = omit
 	dhcp4 bool
 	dhcp6 bool
 	// static holds the addresses in the model's order (primary family first); empty for DHCP NICs.
@@ -147,7 +147,7 @@ func checkAddr(a netip.Addr) error {
 func planNICs(ifaces []model.BoundInterface) ([]nicPlan, error) {
 	plans := make([]nicPlan, 0, len(ifaces))
 	names := make(map[string]string, len(ifaces))
-	macs := make(map[string]string, len(ifaces))
+	macs := make(map[netval.MAC]string, len(ifaces))
 	for i := range ifaces {
 		p, err := planNIC(&ifaces[i])
 		if err != nil {
@@ -193,7 +193,7 @@ func (p *nicPlan) planLink(b *model.BoundInterface) error {
 	if b.MAC.IsZero() {
 		return fmt.Errorf("no MAC address from any source (VMI macAddress, network-status, pod-networks): cloud-init can only match the NIC by MAC")
 	}
-	p.mac = b.MAC.String()
+	p.mac = b.MAC
 	return netval.CheckMTU(b.MTU)
 }
 

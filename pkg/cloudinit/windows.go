@@ -219,10 +219,7 @@ func windowsNICSection(w *strings.Builder, p *nicPlan) error {
 	if len(cmds) == 0 {
 		return nil
 	}
-	mac, err := psMAC(p.mac)
-	if err != nil {
-		return err
-	}
+	mac := psMAC(p.mac)
 	name, err := psLiteral(p.name, isIfnameByte)
 	if err != nil {
 		return err
@@ -274,12 +271,9 @@ func psPrefix(p netip.Prefix) (string, error) {
 }
 
 // psMAC writes a plan's MAC ("02:00:00:aa:bb:01") as Get-NetAdapter shows it: "02-00-00-AA-BB-01".
-func psMAC(mac string) (string, error) {
-	win := strings.ToUpper(strings.ReplaceAll(mac, ":", "-"))
-	if len(win) != 17 {
-		return "", fmt.Errorf("MAC %q is not a 6-byte Ethernet address", mac)
-	}
-	return psLiteral(win, func(c byte) bool { return isHexByte(c) || c == '-' })
+// Hex digits and dashes only, so the quoted literal needs no check.
+func psMAC(mac netval.MAC) string {
+	return "'" + strings.ToUpper(strings.ReplaceAll(mac.String(), ":", "-")) + "'"
 }
 
 // psLiterals renders every item with lit, failing on the first it refuses.

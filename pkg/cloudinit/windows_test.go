@@ -137,7 +137,7 @@ func TestWindowsNetworkScript_OneSectionPerNIC_EachInItsOwnTryCatch(t *testing.T
 // On-link routes (no next hop) get Windows' unspecified next hop. planNIC does not produce them yet, so
 // the section is driven with a plan directly.
 func TestWindowsNICSection_OnLinkRouteGetsTheUnspecifiedNextHop(t *testing.T) {
-	p := nicPlan{name: "net1", mac: "02:00:00:aa:bb:01", static: pfx("10.20.2.5/24", "fd00::5/64"),
+	p := nicPlan{name: "net1", mac: mac("02:00:00:aa:bb:01"), static: pfx("10.20.2.5/24", "fd00::5/64"),
 		routes: []model.Route{{Dest: pfx("10.99.0.0/16")[0]}, {Dest: pfx("fd99::/64")[0]}}}
 	var b strings.Builder
 	require.NoError(t, windowsNICSection(&b, &p))
@@ -204,8 +204,8 @@ func TestPSLiteral_AdmitsOnlyItsKindsCharacters(t *testing.T) {
 		{"empty", "", func(s string) (string, error) { return psLiteral(s, isIfnameByte) }, ""},
 		{"domain", "svc.cluster.local", psDomain, "'svc.cluster.local'"},
 		{"domain with space", "svc cluster", psDomain, ""},
-		{"MAC", "02:00:00:aa:bb:01", psMAC, "'02-00-00-AA-BB-01'"},
-		{"MAC too long", "02:00:00:aa:bb:01:02", psMAC, ""},
+		{"MAC", "02:00:00:aa:bb:01", parsePSMAC, "'02-00-00-AA-BB-01'"},
+		{"MAC too long", "02:00:00:aa:bb:01:02", parsePSMAC, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := tc.check(tc.in)
@@ -264,4 +264,13 @@ func FuzzWindowsNetworkScript(f *testing.F) {
 		}
 		checkScript(t, script)
 	})
+}
+
+// parsePSMAC is psMAC behind the parse every MAC goes through before it reaches a plan.
+func parsePSMAC(s string) (string, error) {
+	m, err := netval.ParseMAC(s)
+	if err != nil {
+		return "", err
+	}
+	return psMAC(m), nil
 }
