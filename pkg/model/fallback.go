@@ -12,7 +12,7 @@ import (
 // fallback only when the datasource has no network config: stages.py _find_networking_config), so the
 // writer must configure this NIC too, by DHCPv4 as the fallback does, matched by MAC.
 type PodNIC struct {
-	// Interface is the NIC as a DHCP BoundInterface; MAC is nil while it is not known.
+	// Interface is the NIC as a DHCP BoundInterface; MAC is zero while it is not known.
 	Interface BoundInterface
 	// Binding is how KubeVirt wires it: "masquerade", "bridge", or the plugin name.
 	Binding string
