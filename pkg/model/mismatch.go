@@ -24,10 +24,7 @@ type MACMismatch struct {
 // "mac", else network-info "mac") differ. Like the Missing* functions it reports nothing when Build
 // would fail.
 func MACMismatches(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) []MACMismatch {
-	ds, err := build(vmi, snap, opts)
-	if err != nil {
-		return nil
-	}
+	ds := derivedOrNone(vmi, snap, opts)
 	var out []MACMismatch
 	for _, d := range ds {
 		if d.MACSource != MACFromVMI {
@@ -63,10 +60,7 @@ type NetworkInfoMismatch struct {
 // NetworkInfoMismatches lists, per bound interface and field, where network-info and network-status
 // both have a mac or an mtu and the two differ. It reports nothing when Build would fail.
 func NetworkInfoMismatches(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) []NetworkInfoMismatch {
-	ds, err := build(vmi, snap, opts)
-	if err != nil {
-		return nil
-	}
+	ds := derivedOrNone(vmi, snap, opts)
 	var out []NetworkInfoMismatch
 	for _, d := range ds {
 		if !d.statusMAC.IsZero() && !d.infoMAC.IsZero() && d.statusMAC != d.infoMAC {
