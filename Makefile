@@ -31,6 +31,7 @@ test: ## every test: unit, integration (KubeVirt hook Manager, kubelet AtomicWri
 	cd test && go vet ./... && go vet -tags e2e ./...
 	$(MAKE) test-integration
 	$(MAKE) test-manifests
+	$(MAKE) test-controlplane
 	$(MAKE) test-guest
 
 test-unit: ## unit tests of the sidecar module only
@@ -67,6 +68,9 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 60s)
 
 test-manifests: ## manifests decode strictly, kustomize builds, admission policy verdicts
 	cd test/manifests && go vet ./... && go test -count=1 ./...
+
+test-controlplane: ## manifests/ on a real kube-apiserver + etcd: kubectl apply -k, policy verdicts, the launcher pod KubeVirt renders
+	cd test/controlplane && go vet ./... && go test -count=1 -timeout 20m ./...
 
 image: ## container image (IMAGE=..., VERSION=..., CONTAINER_TOOL=docker|podman)
 	$(CONTAINER_TOOL) build -f images/Containerfile --build-arg VERSION=$(VERSION) -t $(IMAGE) .
