@@ -2,6 +2,8 @@ package controlplane_test
 
 import (
 	"context"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -31,8 +33,18 @@ const (
 	// podInfoDir is cmd/sidecar's default --pod-info-dir: the MutatingAdmissionPolicy must mount there.
 	podInfoDir    = "/var/run/kubevirt-private/downwardapi/podinfo"
 	podInfoVolume = "sriov-udn-podinfo"
-	kubevirtTag   = "v1.8.4"
 )
+
+// kubevirtTag is the KubeVirt release this module renders with (its go.mod), for the images of its pods.
+// Test binaries carry no dependency versions in their build info, hence go.mod.
+func kubevirtTag(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile("go.mod")
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^\s*kubevirt\.io/kubevirt (v\S+)$`).FindSubmatch(data)
+	require.NotNil(t, m, "go.mod requires no kubevirt.io/kubevirt")
+	return string(m[1])
+}
 
 // renderLauncherPod renders the virt-launcher pod of vmi the way virt-controller does: KubeVirt's
 // TemplateService with the options pkg/virt-controller/watch/application.go gives it, a KubeVirt client on
@@ -48,7 +60,7 @@ func (c *cluster) renderLauncherPod(t *testing.T, kv *kubevirtv1.KubeVirt, vmi *
 	require.NoError(t, defaults.SetDefaultVirtualMachineInstance(clusterConfig, vmi))
 	netGenerator := netannotations.NewGenerator(clusterConfig)
 	store := func() cache.Store { return cache.NewStore(cache.MetaNamespaceKeyFunc) }
-	svc := services.NewTemplateService("quay.io/kubevirt/virt-launcher:"+kubevirtTag,
+	svc := services.NewTemplateService("quay.io/kubevirt/virt-launcher:"+kubevirtTag(t),
 		240,
 		"/var/run/kubevirt",
 		"/var/run/kubevirt-ephemeral-disks",
@@ -59,7 +71,7 @@ func (c *cluster) renderLauncherPod(t *testing.T, kv *kubevirtv1.KubeVirt, vmi *
 		virtClient,
 		clusterConfig,
 		107,
-		"quay.io/kubevirt/virt-exportserver:"+kubevirtTag,
+		"quay.io/kubevirt/virt-exportserver:"+kubevirtTag(t),
 		store(),
 		store(),
 		services.WithSidecarCreator(
@@ -167,14 +179,13 @@ func sidecarRunning(t *testing.T, pod *corev1.Pod, image string) string {
 	return ""
 }
 
-// passtImage is KubeVirt's own passt binding sidecar, registered beside ours as a user of both would.
-const passtImage = "quay.io/kubevirt/network-passt-binding:" + kubevirtTag
-
 func testLauncherPod(t *testing.T, c *cluster, k *kubectl) {
 	ctx := context.Background()
 	// kube-controller-manager would create it; the ServiceAccount admission plugin needs it for any pod.
 	_, err := c.kube.CoreV1().ServiceAccounts(vmNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	// KubeVirt's own passt binding sidecar, registered beside ours as a user of both would.
+	passtImage := "quay.io/kubevirt/network-passt-binding:" + kubevirtTag(t)
 	passt := `{"spec":{"configuration":{"network":{"binding":{"passt":{"sidecarImage":"` + passtImage + `"}}}}}}`
 	_, err = c.dynamic.Resource(kvGVR).Namespace(kvNamespace).Patch(ctx, kvName, types.MergePatchType, []byte(passt), metav1.PatchOptions{})
 	require.NoError(t, err)
