@@ -17,7 +17,7 @@ LDFLAGS      := -s -w -X main.version=$(VERSION)
 # Defined here only: images/Containerfile and test/internal/harness build through `make build`.
 GOTAGS       := grpcnotrace
 # Go modules that hold tests: the sidecar, the integration/guest module, the manifests module.
-MODULES      := . test test/manifests
+MODULES      := . test test/manifests test/controlplane
 # KubeVirt versions every test of the test modules runs against (issue #16): test/go.mod (and
 # test/manifests/go.mod) pin the first, each other one has go.kubevirt-<V>.mod/.sum beside them, derived by
 # .ci/kubevirt-modfiles (`make modfiles` writes them, `make modfiles-check` fails when they are stale).
@@ -60,6 +60,7 @@ test: ## every test: unit, integration (KubeVirt hook Manager, kubelet AtomicWri
 	$(MAKE) test-integration
 	$(MAKE) test-manifests
 	$(MAKE) test-kubevirt-patches
+	$(MAKE) test-controlplane
 	$(MAKE) test-guest
 
 test-unit: ## unit tests of the sidecar module only, under the race detector
@@ -115,13 +116,16 @@ tidy-check: ## fail when `go mod tidy` would change go.mod or go.sum of any modu
 fuzz: ## run every fuzz target for FUZZTIME each (default 60s)
 	@set -e; for pkg in $$(go list ./...); do for f in $$(go test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do echo "== $$pkg $$f"; go test -run '^$$' -fuzz "^$$f$$" -fuzztime $${FUZZTIME:-60s} $$pkg; done; done
 
-test-manifests: ## manifests decode strictly, kustomize builds, admission policy verdicts, per KubeVirt API version
+test-manifests: ## manifests decode strictly and kustomize builds, per KubeVirt API version (verdicts: test-controlplane)
 	@set -euo pipefail; cd test/manifests; for v in $(KUBEVIRT_VERSIONS); do \
 	  mf=$$(MODULE=test/manifests ../../.ci/kubevirt-modfiles flag $$v); \
 	  echo "== KubeVirt $$v ($${mf:-go.mod}): test/manifests"; \
 	  export KUBEVIRT_VERSION=$$v; go vet $$mf ./...; go test $$mf -count=1 ./...; \
 	  echo "== KubeVirt $$v: test/manifests: passed"; \
 	done
+
+test-controlplane: ## manifests/ on a real kube-apiserver + etcd: kubectl apply -k, policy verdicts, the launcher pod KubeVirt renders
+	cd test/controlplane && go vet ./... && go test -count=1 -timeout 20m ./...
 
 image: ## container image (IMAGE=..., VERSION=..., CONTAINER_TOOL=docker|podman)
 	$(CONTAINER_TOOL) build -f images/Containerfile --build-arg VERSION=$(VERSION) -t $(IMAGE) .

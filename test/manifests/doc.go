@@ -1,6 +1,7 @@
-// Package manifests holds the tests that keep manifests/ honest: every document decodes strictly into
-// the real API types, every kustomization builds, and the admission policies' CEL compiles and gives
-// the intended verdict on sample objects, evaluated with the apiserver's own policy libraries.
-// It is a separate module so that kustomize and apiserver never enter the sidecar's dependencies.
+// Package manifests holds the fast, offline checks of manifests/: every document decodes strictly into
+// the real API types, values agree with each other and with the sidecar's defaults, and every
+// kustomization builds. What the server does with them (the admission policies' compilation, verdicts
+// and mutations) is tested against a real kube-apiserver in test/controlplane.
+// It is a separate module so that kustomize never enters the sidecar's dependencies.
 // It must never need a cluster; `go test ./...` in this directory runs it.
 package manifests

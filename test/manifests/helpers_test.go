@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,7 +15,6 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	admissionregistrationv1beta1 "k8s.io/api/admissionregistration/v1beta1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -31,11 +29,7 @@ var (
 	manifestRootDirs = []string{manifestsDir, e2eTestdataDir}
 )
 
-const (
-	bindingName = "sriov-udn"
-	// podInfoDir is cmd/sidecar's default --pod-info-dir; the MutatingAdmissionPolicy must mount there.
-	podInfoDir = "/var/run/kubevirt-private/downwardapi/podinfo"
-)
+const bindingName = "sriov-udn"
 
 // newScheme registers every API type the manifests may contain.
 func newScheme(t *testing.T) *runtime.Scheme {
@@ -109,48 +103,4 @@ func manifestFiles(t *testing.T) (resources, kustomizations []string) {
 	require.NotEmpty(t, resources)
 	require.NotEmpty(t, kustomizations)
 	return resources, kustomizations
-}
-
-// loadTyped strictly decodes the single object of kind T in file (relative to manifestsDir).
-func loadTyped[T runtime.Object](t *testing.T, file string) T {
-	t.Helper()
-	objs := loadFile(t, file)
-	var found []T
-	for _, o := range objs {
-		if typed, ok := o.(T); ok {
-			found = append(found, typed)
-		}
-	}
-	require.Len(t, found, 1, "%s: want exactly one %T", file, *new(T))
-	return found[0]
-}
-
-// loadFile strictly decodes every document of file.
-func loadFile(t *testing.T, file string) []runtime.Object {
-	t.Helper()
-	data, err := os.ReadFile(file)
-	require.NoError(t, err)
-	docs, err := splitDocuments(file, data)
-	require.NoError(t, err, file)
-	dec := strictDecoder(newScheme(t))
-	var objs []runtime.Object
-	for _, d := range docs {
-		obj, _, err := dec.Decode(d.data, nil, nil)
-		require.NoError(t, err, "%s document %d", file, d.index)
-		objs = append(objs, obj)
-	}
-	return objs
-}
-
-// loadUnstructured reads the single document of file as the apiserver hands a custom resource to
-// admission: an unstructured object.
-func loadUnstructured(t *testing.T, file string) *unstructured.Unstructured {
-	t.Helper()
-	data, err := os.ReadFile(file)
-	require.NoError(t, err)
-	js, err := yaml.YAMLToJSON(data)
-	require.NoError(t, err)
-	u := &unstructured.Unstructured{}
-	require.NoError(t, u.UnmarshalJSON(js), file)
-	return u
 }

@@ -1,0 +1,10 @@
+// Package controlplane tests manifests/ against a real control plane: a kube-apiserver (k8s.io/kubernetes
+// v1.34.2, in-process, with only the feature gate and API version that manifests/README.md tells users to
+// enable) on an embedded etcd (go.etcd.io/etcd/server/v3), with the real KubeVirt and
+// NetworkAttachmentDefinition CRDs. The manifests are applied with kubectl's own apply code, exactly as
+// the README says; the virt-launcher pod is rendered by KubeVirt's virt-controller template service and
+// created through the API server, so the admission policies are compiled and enforced by the server itself.
+//
+// It is its own Go module because it needs k8s.io/kubernetes and kubevirt.io/kubevirt with their replace
+// pins (DESIGN.md section 6): test/manifests stays a small module that builds in seconds.
+package controlplane
