@@ -115,8 +115,10 @@ func TestRenderAndHooks_SameAnswerOnEveryFixture(t *testing.T) {
 			})
 			require.NoError(t, err)
 			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			go b.RefreshCache(ctx)
+			refresherDone := make(chan struct{})
+			go func() { b.RefreshCache(ctx); close(refresherDone) }()
+			// The refresher may still be writing into cacheDir: stop it before TempDir's cleanup removes it.
+			defer func() { cancel(); <-refresherDone }()
 
 			ciData, _, _, hasVolume, err := pipeline.VolumeCloudInitData(vmi)
 			require.NoError(t, err)
