@@ -35,7 +35,7 @@ const minimalUserData = "#cloud-config\n"
 // With no ifaces the data passes through unchanged, except that an empty UserData becomes
 // "#cloud-config\n": returned as is, KubeVirt would reject it and lose the metadata (see minimalUserData).
 //
-// fallback is the NIC cloud-init's DHCP fallback would have configured (model.FallbackInterface): when
+// fallback is the NIC cloud-init's DHCP fallback would have configured (model.FindPodNIC): when
 // the user gave no networkData, our config replaces that fallback, so it is configured by DHCP here too;
 // without a MAC it cannot be matched and Apply refuses, naming the interface, rather than leave the
 // guest's pod network down.
@@ -190,7 +190,7 @@ func encodeObject(obj map[string]json.RawMessage) ([]byte, error) {
 }
 
 // isEmptyJSONString reports whether a string field validated by stringField is absent, null or "".
-// WithFallback returns ifaces plus the fallback NICs (model.FallbackInterface), first, when the user
+// WithFallback returns ifaces plus the fallback NICs (model.FindPodNIC), first, when the user
 // gave no networkData: our config then replaces cloud-init's DHCP fallback, so it must configure those
 // NICs too. A fallback NIC without a MAC cannot be matched: that is an error naming it.
 func WithFallback(ifaces []model.BoundInterface, userNetworkData string, fallback ...model.BoundInterface) ([]model.BoundInterface, error) {

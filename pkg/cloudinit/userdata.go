@@ -68,10 +68,10 @@ func everyBootPart(dataSource string) (config, mergeType string) {
 	return networkEveryBootNoCloud, networkEveryBootNoCloudMerge
 }
 
-// WithNetworkEveryBoot returns user data that makes cloud-init apply the network config of the datasource
+// withNetworkEveryBoot returns user data that makes cloud-init apply the network config of the datasource
 // ("noCloud" or "configDrive") at every boot, and otherwise does what userData did (composeUserData, with
 // no Windows script).
-func WithNetworkEveryBoot(userData, dataSource string) string {
+func withNetworkEveryBoot(userData, dataSource string) string {
 	return composeUserData(userData, dataSource, "")
 }
 

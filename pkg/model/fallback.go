@@ -75,16 +75,6 @@ func FindPodNIC(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, binding
 	return nil, nil
 }
 
-// FallbackInterface is FindPodNIC's interface alone (nil when there is none), for callers that need no
-// more than what cloud-init gets.
-func FallbackInterface(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, bindingName string) (*BoundInterface, error) {
-	nic, err := FindPodNIC(vmi, snap, bindingName)
-	if nic == nil || err != nil {
-		return nil, err
-	}
-	return &nic.Interface, nil
-}
-
 // MissingForPodNIC lists the pod NIC's MAC while the pod interface's MAC is not in snap yet (masquerade
 // and bridge without macAddress). Call it only when our config replaces cloud-init's fallback (no user
 // networkData). Wrong input and unservable NICs are not missing: the caller reports them.

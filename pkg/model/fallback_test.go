@@ -119,17 +119,6 @@ func TestMissingForPodNIC_WaitsOnlyForAPodMACThatWillCome(t *testing.T) {
 	assert.Empty(t, model.MissingForPodNIC(newVMI(withMAC, bound("a", "sriov-a")), podSnapshot("", ""), testBinding))
 }
 
-func TestFallbackInterface_IsFindPodNICsInterface(t *testing.T) {
-	vmi := newVMI(ifaceSpec{name: "default", pod: true, core: "bridge"}, bound("a", "sriov-a"))
-	fb, err := model.FallbackInterface(vmi, podSnapshot(statusWithDefault, ""), testBinding)
-	require.NoError(t, err)
-	require.NotNil(t, fb)
-	assert.Equal(t, "0a:58:0a:f4:01:05", fb.MAC.String())
-	fb, err = model.FallbackInterface(newVMI(bound("a", "sriov-a")), nil, testBinding)
-	require.NoError(t, err)
-	assert.Nil(t, fb)
-}
-
 func TestGivesNetworkData(t *testing.T) {
 	for _, tc := range []struct {
 		name string

@@ -149,7 +149,7 @@ func podNICMAC(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, op
 }
 
 // CloudInit is PreCloudInitIso's work: the guest network config of every bound interface (and of the
-// pod-network NIC, see model.FallbackInterface) merged into the CloudInitData JSON; it returns the new
+// pod-network NIC, see model.FindPodNIC) merged into the CloudInitData JSON; it returns the new
 // CloudInitData and the legacy CloudInitNoCloudSource JSON, plus the warnings that step can see. With
 // nothing bound the data goes back as received, except that an empty UserData is filled (cloudinit.Apply).
 func CloudInit(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, opts model.Options, cloudInitData, noCloudSource []byte) (data, source []byte, warnings []Warning, err error) {

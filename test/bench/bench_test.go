@@ -189,14 +189,14 @@ func TestFixtures_AreUnderstoodByTheSidecarsModel(t *testing.T) {
 
 			// What PreCloudInitIso does next: the pod NIC joins with DHCP (it needs a MAC for
 			// that), and the merge into the VMI's NoCloud data must succeed.
-			fb, err := model.FallbackInterface(vmi, snap, BindingName)
+			nic, err := model.FindPodNIC(vmi, snap, BindingName)
 			require.NoError(t, err, "the pod-network NIC of the bench VMI")
-			require.NotNil(t, fb)
+			require.NotNil(t, nic)
 			in, err := CloudInitData(VMI(ifaces))
 			require.NoError(t, err)
 			raw, err := json.Marshal(in)
 			require.NoError(t, err)
-			_, _, err = cloudinit.Apply(raw, bound, *fb)
+			_, _, err = cloudinit.Apply(raw, bound, nic.Interface)
 			assert.NoError(t, err)
 		})
 	}
