@@ -20,6 +20,7 @@ import (
 	cloudinit "kubevirt.io/kubevirt/pkg/cloud-init"
 	"kubevirt.io/kubevirt/pkg/hooks"
 
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/debroot"
 	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/harness"
 )
 
@@ -121,7 +122,7 @@ func setupGuest(t *testing.T) *guestEnv {
 func missingCommands(names ...string) []string {
 	var missing []string
 	for _, n := range names {
-		if _, err := findCommand(n); err != nil {
+		if _, err := debroot.FindCommand(n); err != nil {
 			missing = append(missing, n)
 		}
 	}
@@ -213,7 +214,7 @@ func (e *guestEnv) boot(t *testing.T, name string, st start, work, disk, guestFw
 
 // copySparse copies the image to a VM disk, keeping holes (cp --sparse=always): 2 GiB, mostly empty.
 func copySparse(src, dst string) error {
-	cp, err := findCommand("cp")
+	cp, err := debroot.FindCommand("cp")
 	if err != nil {
 		return err
 	}

@@ -1,19 +1,17 @@
 package guest
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/debroot"
 )
 
 // ImageSpec is everything that decides the guest image's content; its Key names the cache entry,
@@ -122,15 +120,11 @@ func EnsureImage(ctx context.Context, cacheDir string, spec ImageSpec, logf func
 	key := spec.Key()
 	img = imageIn(filepath.Join(cacheDir, key))
 
-	lock, err := os.OpenFile(filepath.Join(cacheDir, key+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	unlock, err := debroot.Lock(filepath.Join(cacheDir, key+".lock"))
 	if err != nil {
-		return Image{}, false, fmt.Errorf("open image lock: %w", err)
+		return Image{}, false, err
 	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return Image{}, false, fmt.Errorf("lock %s: %w", lock.Name(), err)
-	}
-	defer func() { _ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) }()
+	defer unlock()
 
 	if img.complete() {
 		return img, false, nil
@@ -143,7 +137,7 @@ func EnsureImage(ctx context.Context, cacheDir string, spec ImageSpec, logf func
 		return Image{}, false, fmt.Errorf("create image build dir: %w", err)
 	}
 	defer func() {
-		unmountUnder(work)
+		debroot.UnmountUnder(work)
 		_ = os.RemoveAll(work)
 	}()
 	if err := buildImage(ctx, work, spec, logf); err != nil {
@@ -162,8 +156,8 @@ func buildImage(ctx context.Context, work string, spec ImageSpec, logf func(stri
 	rootfs := filepath.Join(work, "rootfs")
 	start := time.Now()
 	logf("guest image: debootstrap %s (%s) into %s", spec.Suite, strings.Join(spec.Packages, ","), rootfs)
-	if err := run(ctx, filepath.Join(work, "debootstrap.log"), "debootstrap", "--variant=minbase",
-		"--include="+strings.Join(spec.Packages, ","), spec.Suite, rootfs, spec.Mirror); err != nil {
+	if err := debroot.Debootstrap(ctx, rootfs, filepath.Join(work, "debootstrap.log"),
+		debroot.Spec{Suite: spec.Suite, Mirror: spec.Mirror, Packages: spec.Packages}); err != nil {
 		return err
 	}
 	logf("guest image: debootstrap took %s", time.Since(start).Round(time.Second))
@@ -212,126 +206,16 @@ func buildImage(ctx context.Context, work string, spec ImageSpec, logf func(stri
 		if err != nil || len(matches) != 1 {
 			return fmt.Errorf("guest image: want exactly one %s in the rootfs, found %v", pattern, matches)
 		}
-		if err := copyFile(matches[0], filepath.Join(work, dst)); err != nil {
+		if err := debroot.CopyFile(matches[0], filepath.Join(work, dst)); err != nil {
 			return fmt.Errorf("guest image: %w", err)
 		}
 	}
 
 	start = time.Now()
-	if err := run(ctx, filepath.Join(work, "mkfs.log"), "mkfs.ext4", "-q", "-F", "-L", "rootfs", "-d", rootfs,
+	if err := debroot.Run(ctx, filepath.Join(work, "mkfs.log"), "mkfs.ext4", "-q", "-F", "-L", "rootfs", "-d", rootfs,
 		filepath.Join(work, "root.img"), fmt.Sprintf("%dM", spec.SizeMiB)); err != nil {
 		return err
 	}
 	logf("guest image: mkfs.ext4 -d took %s", time.Since(start).Round(time.Second))
 	return nil
-}
-
-// sbinDirs hold the system tools (debootstrap, mkfs.ext4, useradd, and what debootstrap itself
-// calls: chroot, mount); a CI PATH may lack them.
-var sbinDirs = []string{"/usr/local/sbin", "/usr/sbin", "/sbin"}
-
-// findCommand is exec.LookPath that also looks in the sbin directories.
-func findCommand(name string) (string, error) {
-	if p, err := exec.LookPath(name); err == nil {
-		return p, nil
-	}
-	for _, dir := range sbinDirs {
-		p := filepath.Join(dir, name)
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%s not found in PATH or %s", name, strings.Join(sbinDirs, ", "))
-}
-
-// commandEnv is the environment with the sbin directories on PATH.
-func commandEnv() []string {
-	path := os.Getenv("PATH")
-	have := map[string]bool{}
-	for _, d := range filepath.SplitList(path) {
-		have[d] = true
-	}
-	for _, d := range sbinDirs {
-		if !have[d] {
-			path += string(filepath.ListSeparator) + d
-		}
-	}
-	env := []string{"PATH=" + path}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "PATH=") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
-// run runs a command, its output going to logFile; on failure the error carries the log's tail.
-func run(ctx context.Context, logFile, name string, args ...string) error {
-	bin, err := findCommand(name)
-	if err != nil {
-		return err
-	}
-	f, err := os.Create(logFile)
-	if err != nil {
-		return fmt.Errorf("create %s: %w", logFile, err)
-	}
-	defer f.Close()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = commandEnv()
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, tail(logFile, 30))
-	}
-	return nil
-}
-
-func tail(path string, lines int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
-	}
-	return strings.Join(all, "\n")
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.Create(dst)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		_ = out.Close()
-		return fmt.Errorf("copy %s to %s: %w", src, dst, err)
-	}
-	return out.Close()
-}
-
-// unmountUnder unmounts whatever a failed debootstrap left mounted inside dir (proc, sys, dev),
-// deepest first, so that the build directory can be removed.
-func unmountUnder(dir string) {
-	f, err := os.Open("/proc/self/mounts")
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	var targets []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 1 && strings.HasPrefix(fields[1], dir+"/") {
-			targets = append(targets, fields[1])
-		}
-	}
-	sort.Sort(sort.Reverse(sort.StringSlice(targets)))
-	for _, t := range targets {
-		_ = syscall.Unmount(t, syscall.MNT_DETACH) // best effort: RemoveAll reports what is left
-	}
 }

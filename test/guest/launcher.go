@@ -18,6 +18,8 @@ import (
 	"kubevirt.io/kubevirt/pkg/network/vmispec"
 	"kubevirt.io/kubevirt/pkg/virt-launcher/virtwrap/api"
 	netconverter "kubevirt.io/kubevirt/pkg/virt-launcher/virtwrap/converter/network"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/debroot"
 )
 
 // qemuUID is the uid KubeVirt's images give the qemu user; KubeVirt's ISO generator chowns its
@@ -35,7 +37,7 @@ func ensureQemuUser() (string, error) {
 		args = append(args, "--uid", qemuUID)
 	}
 	args = append(args, "qemu")
-	useradd, err := findCommand("useradd")
+	useradd, err := debroot.FindCommand("useradd")
 	if err != nil {
 		return "", err
 	}

@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/debroot"
 )
 
 // Boot describes one guest boot.
@@ -96,7 +98,7 @@ func rootDrive(image, disk string) string {
 // Run boots the guest and returns as soon as the report is complete (the guest then powers
 // itself off; qemu is stopped either way). ctx bounds the whole boot.
 func (b Boot) Run(ctx context.Context) (BootResult, error) {
-	qemu, err := findCommand("qemu-system-x86_64")
+	qemu, err := debroot.FindCommand("qemu-system-x86_64")
 	if err != nil {
 		return BootResult{}, err
 	}
