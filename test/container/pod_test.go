@@ -70,6 +70,7 @@ func (p *pod) env() []string {
 // sidecar is one running sidecar and the way to stop it as its runner would.
 type sidecar struct {
 	proc *harness.Process
+	name string // the container's name; empty for the bare binary
 	// stop stops it (SIGTERM to the binary, `podman stop` to the container) and returns its exit code.
 	stop func(t *testing.T) int
 }
@@ -120,7 +121,7 @@ func startContainer(t *testing.T, p *pod, extra []string, prepare func(name stri
 	// `podman start --attach` forwards the container's stderr (the sidecar's JSON log) and exits with the
 	// container's exit code.
 	proc := harness.StartWith(t, inheritEnv, "podman", append(pm.global(), "start", "--attach", name)...)
-	return &sidecar{proc: proc, stop: func(t *testing.T) int {
+	return &sidecar{proc: proc, name: name, stop: func(t *testing.T) int {
 		_, err := pm.run("stop", "--time", "20", name)
 		require.NoError(t, err, "podman stop exits 0")
 		code, err := proc.Wait(20 * time.Second)
