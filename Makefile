@@ -133,7 +133,7 @@ test-controlplane: ## manifests/ on a real kube-apiserver + etcd: kubectl apply 
 	cd test/controlplane && go vet ./... && go test -count=1 -timeout 20m ./...
 
 image: ## container image, compiled in the golang image on distroless/static: needs a registry (IMAGE=..., VERSION=..., CONTAINER_TOOL=docker|podman)
-	$(CONTAINER_TOOL) build -f images/Containerfile --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+	$(CONTAINER_TOOL) build -f images/Containerfile --build-arg BINARY_FROM=build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 
 # The same Containerfile and final stage as `image`, chosen by build args: the binary `make build` wrote, on
 # scratch. It pulls nothing. The prebuilt stage copies bin/sriov-udn-binding, hence the fixed BIN.

@@ -52,9 +52,13 @@ func run(m *testing.M) int {
 		}
 	}()
 	pm = engine{root: filepath.Join(dir, "storage"), runroot: filepath.Join(dir, "run")}
+	// Containers and images first, so that nothing of the storage is mounted when it is removed (not
+	// `podman system reset`: it also removes the host's podman networks).
 	defer func() {
-		if _, err := pm.run("system", "reset", "--force"); err != nil {
-			fmt.Fprintln(os.Stderr, err)
+		for _, args := range [][]string{{"rm", "--all", "--force", "--time", "0"}, {"rmi", "--all", "--force"}} {
+			if _, err := pm.run(args...); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+			}
 		}
 	}()
 	if err := buildImage(); err != nil {
