@@ -3,6 +3,7 @@ package container
 import (
 	"encoding/json"
 	"encoding/xml"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -116,10 +117,7 @@ func sampleNoCloud() *cloudinit.CloudInitData {
 }
 
 func without(m map[string]string, drop ...string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
+	out := maps.Clone(m)
 	for _, k := range drop {
 		delete(out, k)
 	}
