@@ -51,7 +51,7 @@ func run(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "removing the podman storage %s: %v\n", dir, err)
 		}
 	}()
-	pm = engine{root: filepath.Join(dir, "storage"), runroot: filepath.Join(dir, "run")}
+	pm = engine{root: filepath.Join(dir, "storage"), runroot: filepath.Join(dir, "run"), tmpdir: filepath.Join(dir, "libpod")}
 	// Containers and images first, so that nothing of the storage is mounted when it is removed (not
 	// `podman system reset`: it also removes the host's podman networks).
 	defer func() {

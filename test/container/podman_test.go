@@ -15,10 +15,11 @@ import (
 // engine is podman with storage of this package's own, so that parallel runs never share images or
 // containers, with the two settings these machines need (DESIGN.md 4d): vfs storage (works on any
 // filesystem, needs no overlay module) and runc (crun refuses the hosts' hybrid cgroup layout).
-type engine struct{ root, runroot string }
+// Its libpod state (--tmpdir: locks, events) is its own too.
+type engine struct{ root, runroot, tmpdir string }
 
 func (e engine) global() []string {
-	return []string{"--root", e.root, "--runroot", e.runroot, "--storage-driver", "vfs", "--runtime", "runc"}
+	return []string{"--root", e.root, "--runroot", e.runroot, "--tmpdir", e.tmpdir, "--storage-driver", "vfs", "--runtime", "runc"}
 }
 
 // command is `podman <global flags> args...`.
