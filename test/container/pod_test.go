@@ -92,9 +92,11 @@ func startBare(t *testing.T, p *pod) *sidecar {
 }
 
 // startContainer runs the image as the kubelet runs KubeVirt's sidecar container for a non-root VMI: the
-// volumes bind-mounted where KubeVirt mounts them, uid/gid 107 with every capability dropped (template.go
-// WithNonRoot, WithDropALLCapabilities), no network of its own (the pod's; none here), a read-only root
-// with no tmpfs anywhere, no flags, the env above. extra are more `podman create` flags (--memory).
+// volumes bind-mounted where KubeVirt mounts them; uid/gid 107, every capability dropped, no privilege
+// escalation (rendercontainer.go securityContext, WithDropALLCapabilities); no network of its own (the
+// pod's; none here); no flags; the env above. The root is read-only with no tmpfs anywhere, which KubeVirt
+// does not ask for: it proves the sidecar writes nowhere but the hooks volume. extra are more `podman
+// create` flags (--memory).
 // prepare, when set, runs between create and start, with the container's name.
 func startContainer(t *testing.T, p *pod, extra []string, prepare func(name string)) *sidecar {
 	t.Helper()
