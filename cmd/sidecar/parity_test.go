@@ -19,9 +19,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/binding"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/cloudinit"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/hooks"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/pipeline"
@@ -109,7 +109,7 @@ func TestRenderAndHooks_SameAnswerOnEveryFixture(t *testing.T) {
 			cacheDir := t.TempDir()
 			cache := notifyingCache{Writer: ifacecache.NewWriter(cacheDir, nil), synced: make(chan struct{}, 1)}
 			var logs lockedBuffer
-			b, err := hooks.NewBinding(hooks.BindingConfig{
+			b, err := binding.New(binding.Config{
 				Options: opts, WaitTimeout: 100 * time.Millisecond, Snapshots: w, Cache: cache,
 				Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
 			})

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/binding"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/hooks"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache"
@@ -34,7 +35,7 @@ func serve(ctx context.Context, cfg config, stderr io.Writer) (err error) {
 	}
 	defer watcher.Close()
 
-	binding, err := hooks.NewBinding(hooks.BindingConfig{
+	bnd, err := binding.New(binding.Config{
 		Options:     model.Options{BindingName: cfg.bindingName, PodIP: cfg.podIP},
 		WaitTimeout: cfg.waitTimeout,
 		Snapshots:   watcher,
@@ -48,7 +49,7 @@ func serve(ctx context.Context, cfg config, stderr io.Writer) (err error) {
 		SocketDir:  cfg.socketDir,
 		SocketName: cfg.socketName,
 		Name:       "sriov-udn-binding",
-		Handler:    binding,
+		Handler:    bnd,
 		Logger:     logger,
 	})
 	if err != nil {
@@ -66,7 +67,7 @@ func serve(ctx context.Context, cfg config, stderr io.Writer) (err error) {
 
 	refreshCtx, stopRefresh := context.WithCancel(ctx)
 	var refresher sync.WaitGroup
-	refresher.Go(func() { binding.RefreshCache(refreshCtx) })
+	refresher.Go(func() { bnd.RefreshCache(refreshCtx) })
 	defer func() {
 		stopRefresh()
 		refresher.Wait()

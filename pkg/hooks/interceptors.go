@@ -61,6 +61,9 @@ func logInterceptor(logger *slog.Logger) grpc.UnaryServerInterceptor {
 	}
 }
 
+// ContextEnded returns a gRPC status for hook when ctx has ended, else nil (see contextEnded).
+func ContextEnded(ctx context.Context, hook string) error { return contextEnded(ctx, hook) }
+
 // contextEnded returns a gRPC status for hook when ctx has ended, else nil. Handlers check it
 // between steps so that work nobody waits for stops (the steps themselves are bounded: cloudinit
 // and domain limits).
