@@ -24,7 +24,12 @@ type MACMismatch struct {
 // "mac", else network-info "mac") differ. Like the Missing* functions it reports nothing when Build
 // would fail.
 func MACMismatches(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) []MACMismatch {
-	ds := derivedOrNone(vmi, snap, opts)
+	return Derive(vmi, snap, opts).MACMismatches()
+}
+
+// MACMismatches is the package function of that name, on this derivation.
+func (dv *Derivation) MACMismatches() []MACMismatch {
+	ds := dv.checked()
 	var out []MACMismatch
 	for _, d := range ds {
 		if d.MACSource != MACFromVMI {
@@ -60,7 +65,12 @@ type NetworkInfoMismatch struct {
 // NetworkInfoMismatches lists, per bound interface and field, where network-info and network-status
 // both have a mac or an mtu and the two differ. It reports nothing when Build would fail.
 func NetworkInfoMismatches(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) []NetworkInfoMismatch {
-	ds := derivedOrNone(vmi, snap, opts)
+	return Derive(vmi, snap, opts).NetworkInfoMismatches()
+}
+
+// NetworkInfoMismatches is the package function of that name, on this derivation.
+func (dv *Derivation) NetworkInfoMismatches() []NetworkInfoMismatch {
+	ds := dv.checked()
 	var out []NetworkInfoMismatch
 	for _, d := range ds {
 		if !d.statusMAC.IsZero() && !d.infoMAC.IsZero() && d.statusMAC != d.infoMAC {
