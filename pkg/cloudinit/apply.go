@@ -164,31 +164,6 @@ func mergeNetworkData(obj map[string]json.RawMessage, networkData json.RawMessag
 	return dataSource, merged, nil
 }
 
-// encodeObject writes a JSON object with sorted keys from values that are JSON already (validated by
-// json.Unmarshal or produced by json.Marshal). It is what json.Marshal does for this map, minus a second
-// validation pass over every value, which for a large UserData costs more than everything else here.
-func encodeObject(obj map[string]json.RawMessage) ([]byte, error) {
-	keys := make([]string, 0, len(obj))
-	size := 2
-	for k, v := range obj {
-		keys = append(keys, k)
-		size += len(k) + len(v) + 4
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, size))
-	err := writeObjectMembers(buf, keys, "", ":", func(k string) error {
-		if len(obj[k]) == 0 {
-			return fmt.Errorf("field %s has no value", k)
-		}
-		buf.Write(obj[k])
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	buf.WriteByte('}')
-	return buf.Bytes(), nil
-}
-
 // isEmptyJSONString reports whether a string field validated by stringField is absent, null or "".
 // WithFallback returns ifaces plus the fallback NICs (model.FindPodNIC), first, when the user
 // gave no networkData: our config then replaces cloud-init's DHCP fallback, so it must configure those
