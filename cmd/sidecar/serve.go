@@ -7,10 +7,8 @@ import (
 	"sync"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/binding"
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/hooks"
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache"
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/pipeline"
 )
 
 // serve wires watcher, binding and hook server, and runs until ctx is cancelled (a signal) or
@@ -25,21 +23,17 @@ func serve(ctx context.Context, cfg config, stderr io.Writer) (err error) {
 		}
 	}()
 
-	watcher, err := downwardapi.NewWatcher(downwardapi.Config{
-		DeviceInfoFile: cfg.deviceInfoFile,
-		PodInfoDir:     cfg.podInfoDir,
-		Logger:         logger,
-	})
+	watcher, err := binding.Watch(binding.Sources{DeviceInfoFile: cfg.deviceInfoFile, PodInfoDir: cfg.podInfoDir}, logger)
 	if err != nil {
 		return err
 	}
 	defer watcher.Close()
 
 	bnd, err := binding.New(binding.Config{
-		Options:     model.Options{BindingName: cfg.bindingName, PodIP: cfg.podIP},
+		Options:     pipeline.Options{BindingName: cfg.bindingName, PodIP: cfg.podIP},
 		WaitTimeout: cfg.waitTimeout,
 		Snapshots:   watcher,
-		Cache:       ifacecache.NewWriter(cfg.ifaceCacheDir, logger),
+		Cache:       binding.CacheDir(cfg.ifaceCacheDir, logger),
 		Logger:      logger,
 	})
 	if err != nil {

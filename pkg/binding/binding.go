@@ -79,75 +79,53 @@ func New(cfg Config) (*Binding, error) {
 // OnDefineDomain adds one <hostdev> per bound VF, waiting for device-info if it is not there yet.
 // It is idempotent: virt-launcher calls it several times per start (virtwrap/manager.go
 // allocateHotplugPorts), and on a migration target discards the result. The work is
-// pipeline.Domain's, the same call `render` makes.
+// pipeline.Call.OnDefineDomain's; `render` runs the same steps.
 func (b *Binding) OnDefineDomain(ctx context.Context, vmiJSON, domainXML []byte) ([]byte, error) {
-	vmi, err := decodeVMI(vmiJSON)
+	call, err := b.newCall(vmiJSON)
 	if err != nil {
 		return nil, err
 	}
-	// Parsed once for every question and the Apply.
-	doc, err := pipeline.ParseDomain(ctx, vmi, b.cfg.Options, domainXML)
-	if ended := hooks.ContextEnded(ctx, pipeline.OnDefineDomain); ended != nil {
-		return nil, ended
-	}
+	out, warnings, err := call.OnDefineDomain(ctx, domainXML, b.wait)
 	if err != nil {
 		return nil, hooks.StatusError(err)
 	}
-	need, err := pipeline.DomainNeed(vmi, b.cfg.Options, doc)
-	if err != nil {
-		return nil, hooks.StatusError(err)
-	}
-	snap, err := b.wait(ctx, pipeline.OnDefineDomain, need)
-	if err != nil {
-		return nil, err
-	}
-	out, warnings, err := pipeline.Domain(vmi, snap, b.cfg.Options, domainXML, doc)
-	if ended := hooks.ContextEnded(ctx, pipeline.OnDefineDomain); ended != nil {
-		return nil, ended // nobody waits for the result
-	}
-	if err != nil {
-		return nil, hooks.StatusError(err)
-	}
-	b.warn(pipeline.OnDefineDomain, vmi, warnings)
-	if len(model.BoundInterfaceNames(vmi, b.cfg.Options.BindingName)) > 0 {
-		b.remember(vmi)
-	}
+	b.done(pipeline.OnDefineDomain, call, warnings)
 	return out, nil
 }
 
 // PreCloudInitIso merges the guest network config of every bound interface into the user's
-// cloud-init, waiting for the annotations it needs. The work is pipeline.CloudInit's, the same call
-// `render` makes.
+// cloud-init, waiting for the annotations it needs. The work is pipeline.Call.PreCloudInitIso's;
+// `render` runs the same steps.
 func (b *Binding) PreCloudInitIso(ctx context.Context, vmiJSON, cloudInitData, noCloudSource []byte) ([]byte, []byte, error) {
-	vmi, err := decodeVMI(vmiJSON)
+	call, err := b.newCall(vmiJSON)
 	if err != nil {
 		return nil, nil, err
 	}
-	snap, err := b.wait(ctx, pipeline.PreCloudInitIso, pipeline.CloudInitNeed(vmi, b.cfg.Options))
-	if err != nil {
-		return nil, nil, err
-	}
-	if ended := hooks.ContextEnded(ctx, pipeline.PreCloudInitIso); ended != nil {
-		return nil, nil, ended
-	}
-	data, source, warnings, err := pipeline.CloudInit(vmi, snap, b.cfg.Options, cloudInitData, noCloudSource)
-	if ended := hooks.ContextEnded(ctx, pipeline.PreCloudInitIso); ended != nil {
-		return nil, nil, ended // nobody waits for the result (the merge itself is bounded: cloudinit limits)
-	}
+	data, source, warnings, err := call.PreCloudInitIso(ctx, cloudInitData, noCloudSource, b.wait)
 	if err != nil {
 		return nil, nil, hooks.StatusError(err)
 	}
-	b.warn(pipeline.PreCloudInitIso, vmi, warnings)
-	if len(model.BoundInterfaceNames(vmi, b.cfg.Options.BindingName)) > 0 {
-		b.remember(vmi)
-	}
+	b.done(pipeline.PreCloudInitIso, call, warnings)
 	return data, source, nil
 }
 
-// warn logs each warning as one WARN line with fields (names only, never annotation values).
-func (b *Binding) warn(hook string, vmi *model.VirtualMachineInstance, warnings []pipeline.Warning) {
+func (b *Binding) newCall(vmiJSON []byte) (*pipeline.Call, error) {
+	vmi, err := pipeline.DecodeVMI(vmiJSON)
+	if err != nil {
+		return nil, hooks.StatusError(hooks.InvalidVMI(err))
+	}
+	return pipeline.NewCall(vmi, b.cfg.Options), nil
+}
+
+// done logs each warning of a successful hook call as one WARN line with fields (names only, never
+// annotation values), and hands a VMI with bound interfaces to the cache refresher.
+func (b *Binding) done(hook string, call *pipeline.Call, warnings []pipeline.Warning) {
+	vmi := call.VMI()
 	for _, w := range warnings {
 		b.log.Warn("check the VMI", "hook", hook, "vmi", vmi.Namespace+"/"+vmi.Name, "code", w.Code, "interface", w.Interface, "detail", w.Message)
+	}
+	if call.Bound() {
+		b.remember(vmi)
 	}
 }
 
@@ -175,20 +153,12 @@ func (b *Binding) wait(ctx context.Context, hook string, need pipeline.Need) (*d
 		if errors.As(err, &missing) {
 			b.log.Warn("data still missing", "hook", hook, "waited", time.Since(start), "missing", len(missing.Items))
 		}
-		return nil, hooks.StatusError(fmt.Errorf("%s: waited %s for DownwardAPI data: %w", hook, time.Since(start).Round(time.Millisecond), err))
+		return nil, fmt.Errorf("%s: waited %s for DownwardAPI data: %w", hook, time.Since(start).Round(time.Millisecond), err)
 	}
 	if waited := time.Since(start); waited > time.Millisecond {
 		b.log.Info("data arrived", "hook", hook, "waited", waited, "generation", snap.Generation)
 	}
 	return snap, nil
-}
-
-func decodeVMI(vmiJSON []byte) (*model.VirtualMachineInstance, error) {
-	vmi, err := model.DecodeVMI(vmiJSON)
-	if err != nil {
-		return nil, hooks.StatusError(hooks.InvalidVMI(err))
-	}
-	return vmi, nil
 }
 
 // remember records the VMI for the cache refresher and wakes it. The cache is written there, off
@@ -325,7 +295,7 @@ func (b *Binding) refreshOnce() (ok bool) {
 		// back only when either changes: nothing but this refresher writes there.)
 		return true
 	}
-	cache, err := pipeline.CacheFor(vmi, snap, b.cfg.Options)
+	cache, err := pipeline.NewCall(vmi, b.cfg.Options).Cache(snap)
 	if err != nil {
 		// Bad or missing data: the entries written from earlier data stay (no flap originates here),
 		// and the next data change tries again; retrying the same data would fail the same way.
@@ -337,4 +307,32 @@ func (b *Binding) refreshOnce() (ok bool) {
 	}
 	b.synced.vmi, b.synced.generation = vmi, snap.Generation
 	return true
+}
+
+// Sources are the DownwardAPI files the binding reads: the device-info file and the pod-info directory
+// (either may be empty: not mounted).
+type Sources struct {
+	DeviceInfoFile string
+	PodInfoDir     string
+}
+
+// Watch reads sources once and then watches them (downwardapi.Watcher: fsnotify on the directories,
+// kubelet's AtomicWriter swaps); the caller closes it.
+func Watch(src Sources, logger *slog.Logger) (*downwardapi.Watcher, error) {
+	return downwardapi.NewWatcher(downwardapi.Config{DeviceInfoFile: src.DeviceInfoFile, PodInfoDir: src.PodInfoDir, Logger: logger})
+}
+
+// ReadOnce reads sources once (render's --pod-info-dir): the watcher's first synchronous read.
+func ReadOnce(src Sources) (*downwardapi.Snapshot, error) {
+	w, err := Watch(src, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
+	return w.Snapshot(), nil
+}
+
+// CacheDir is the interface cache writer rooted at dir (KubeVirt's layout <dir>/<vmi-uid>/<iface>).
+func CacheDir(dir string, logger *slog.Logger) CacheWriter {
+	return ifacecache.NewWriter(dir, logger)
 }
