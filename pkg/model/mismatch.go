@@ -21,13 +21,8 @@ type MACMismatch struct {
 }
 
 // MACMismatches lists the bound interfaces whose VMI macAddress and the CNI-reported MAC (network-status
-// "mac", else network-info "mac") differ. Like the Missing* functions it reports nothing when Build
-// would fail.
-func MACMismatches(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) []MACMismatch {
-	return Derive(vmi, snap, opts).MACMismatches()
-}
-
-// MACMismatches is the package function of that name, on this derivation.
+// "mac", else network-info "mac") differ. Like the Missing* checks it reports nothing when Build would
+// fail.
 func (dv *Derivation) MACMismatches() []MACMismatch {
 	ds := dv.checked()
 	var out []MACMismatch
@@ -64,11 +59,6 @@ type NetworkInfoMismatch struct {
 
 // NetworkInfoMismatches lists, per bound interface and field, where network-info and network-status
 // both have a mac or an mtu and the two differ. It reports nothing when Build would fail.
-func NetworkInfoMismatches(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) []NetworkInfoMismatch {
-	return Derive(vmi, snap, opts).NetworkInfoMismatches()
-}
-
-// NetworkInfoMismatches is the package function of that name, on this derivation.
 func (dv *Derivation) NetworkInfoMismatches() []NetworkInfoMismatch {
 	ds := dv.checked()
 	var out []NetworkInfoMismatch
