@@ -138,6 +138,14 @@ func ndParts(plans []nicPlan, taken func(string) bool) []ndPart {
 	return parts
 }
 
+// MergeNetworkDataJSON adds our links and networks to the user's network_data.json, before theirs (see
+// oursFirst). A user link that configures one of our NICs (same ethernet_mac_address, case-insensitive,
+// or same name) wins: ours for that NIC is left out. Everything of theirs is kept as it was, in their
+// order, unknown keys included: their data is handled as raw JSON values and only read, never re-typed.
+func MergeNetworkDataJSON(user []byte, ifaces []model.BoundInterface) ([]byte, error) {
+	return mergeOnce(formats[dataSourceConfigDrive], user, ifaces)
+}
+
 // networkDataJSON is the user's network_data.json, parsed: the top-level object, its three lists as raw
 // values, the MACs and names of the links the user configures, and every link and network id (lower
 // case), which ours must not take.

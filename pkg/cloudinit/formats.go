@@ -1,6 +1,10 @@
 package cloudinit
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+)
 
 // format is what one KubeVirt DataSource makes of the network config: how the user's networkData is
 // read, how ours is written alone, and whether cloudbase-init's script (windows.go) can ride along.
@@ -71,6 +75,21 @@ func parseUser(f format, user []byte) (*UserNetwork, error) {
 		return nil, err
 	}
 	return &UserNetwork{parsed: parsed}, nil
+}
+
+// mergeOnce plans ifaces, parses user and merges them: the whole network config of one format for
+// the callers that have nothing else to do with the plans or the parse (MergeNoCloud,
+// MergeNetworkDataJSON).
+func mergeOnce(f format, user []byte, ifaces []model.BoundInterface) ([]byte, error) {
+	plans, err := planNICs(ifaces)
+	if err != nil {
+		return nil, err
+	}
+	u, err := parseUser(f, user)
+	if err != nil {
+		return nil, err
+	}
+	return u.write(f, plans)
 }
 
 // userConfigured names the planned NICs the user configures (by MAC or guest name).

@@ -191,6 +191,15 @@ func otherFamily(f model.Family) model.Family {
 	return model.IPv4
 }
 
+// MergeNoCloud merges our config for ifaces into the user's NoCloud network-config. It keeps the user's
+// version (v1 or v2: cloud-init reads one version per document) and their optional top-level "network:"
+// wrapper (stages.py _remove_top_level_network_key); with no user data it renders v1. A user entry that
+// configures one of our NICs (same MAC, case-insensitive, or same name) wins and ours for that NIC is left
+// out; everything of theirs is re-emitted from the parsed document, unknown keys and comments included.
+func MergeNoCloud(user []byte, ifaces []model.BoundInterface) ([]byte, error) {
+	return mergeOnce(formats[dataSourceNoCloud], user, ifaces)
+}
+
 // renderV1 writes NoCloud network-config v1 for plans alone.
 func renderV1(plans []nicPlan) ([]byte, error) {
 	config := seqNode()
