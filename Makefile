@@ -43,7 +43,7 @@ define for_kubevirt
 	if [ -n "$$failed" ]; then echo "== $(4) failed on KubeVirt$$failed"; exit 1; fi
 endef
 
-.PHONY: help build check-build test test-unit tidy-check test-integration test-manifests test-guest test-kubevirt-patches test-vet-matrix modfiles modfiles-check demo bench bench-largest bench-micro lint fuzz image image-local test-container e2e clean
+.PHONY: help build check-build check test test-unit tidy-check test-integration test-manifests test-guest test-kubevirt-patches test-vet-matrix modfiles modfiles-check demo bench bench-largest bench-micro lint fuzz image image-local test-container e2e clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -70,6 +70,8 @@ test: ## every test: unit, integration (KubeVirt hook Manager, kubelet AtomicWri
 
 test-unit: ## unit tests of the sidecar module only, under the race detector
 	go test -race -count=1 ./...
+
+check: lint test-unit ## the inner loop: lint, then the sidecar module's unit tests under -race; no root, qemu or network (make test is the full suite)
 
 test-integration: ## the test/ module without the guest boot and the container, once per KubeVirt version (KUBEVIRT_VERSIONS)
 	$(call for_kubevirt,./...,/(guest|container)$$,go test $$mf -count=1 $$pkgs,go test)

@@ -19,9 +19,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/cloudinit"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/binding"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/hooks"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/pipeline"
@@ -109,7 +108,7 @@ func TestRenderAndHooks_SameAnswerOnEveryFixture(t *testing.T) {
 			cacheDir := t.TempDir()
 			cache := notifyingCache{Writer: ifacecache.NewWriter(cacheDir, nil), synced: make(chan struct{}, 1)}
 			var logs lockedBuffer
-			b, err := hooks.NewBinding(hooks.BindingConfig{
+			b, err := binding.New(binding.Config{
 				Options: opts, WaitTimeout: 100 * time.Millisecond, Snapshots: w, Cache: cache,
 				Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
 			})
@@ -131,7 +130,7 @@ func TestRenderAndHooks_SameAnswerOnEveryFixture(t *testing.T) {
 			if hasVolume {
 				ciOut, _, ciErr = b.PreCloudInitIso(ctx, vmiJSON, ciData, nil)
 			}
-			domOut, domErr = b.OnDefineDomain(ctx, vmiJSON, []byte(renderDomainXML))
+			domOut, domErr = b.OnDefineDomain(ctx, vmiJSON, []byte(pipeline.RenderDomainXML))
 
 			switch r.Result {
 			case "waiting":
@@ -164,15 +163,15 @@ func TestRenderAndHooks_SameAnswerOnEveryFixture(t *testing.T) {
 				require.NoError(t, ciErr)
 				require.NoError(t, domErr)
 				if hasVolume {
-					_, network, err := cloudinit.NetworkData(ciOut)
-					require.NoError(t, err)
+					var out struct{ NetworkData string }
+					require.NoError(t, json.Unmarshal(ciOut, &out))
 					require.NotNil(t, r.CloudInit)
-					assert.Equal(t, r.CloudInit.NetworkData, string(network), "network data")
+					assert.Equal(t, r.CloudInit.NetworkData, out.NetworkData, "network data")
 				} else {
 					assert.Nil(t, r.CloudInit)
 				}
 				if len(r.BoundInterfaces) == 0 {
-					assert.Equal(t, renderDomainXML, string(domOut), "nothing bound: the domain passes through")
+					assert.Equal(t, pipeline.RenderDomainXML, string(domOut), "nothing bound: the domain passes through")
 					assert.Empty(t, r.InterfaceCache)
 				} else {
 					assert.Equal(t, r.DomainXML, string(domOut), "hostdevs")

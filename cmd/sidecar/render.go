@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -14,11 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/cloudinit"
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/domain"
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/binding"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/pipeline"
 )
 
@@ -38,14 +33,6 @@ const (
 	exitUsage    = 2 // bad flags or unreadable input
 	exitWaiting  = 3 // data is missing: the hooks would wait for it (listed), then fail
 )
-
-// warnInterfaceCache is render's warning when the cache would not be (fully) written; the hooks log
-// that as a failed refresh instead (pkg/hooks RefreshCache).
-const warnInterfaceCache = "interface-cache"
-
-// renderDomainXML is the domain render splices the hostdevs into: a domain with no devices, so that
-// the output shows ours alone.
-const renderDomainXML = "<domain type=\"kvm\">\n  <devices>\n  </devices>\n</domain>\n"
 
 const renderUsage = `Usage: sriov-udn-binding render (--pod FILE | --pod-info-dir DIR [--device-info-file FILE]) --vmi FILE [flags]
        sriov-udn-binding render --sample [flags]
@@ -67,91 +54,6 @@ Exit codes:
 
 Flags:
 `
-
-// renderReport is render's output; with --format json it is the documented schema (README "render
-// --format json"): camelCase keys, no nulls (lists are [] when empty, optional values are left out).
-type renderReport struct {
-	VMI         reportVMI `json:"vmi"`
-	BindingName string    `json:"bindingName"`
-	Result      string    `json:"result"` // rendered | wouldFail | waiting
-	ExitCode    int       `json:"exitCode"`
-	// BoundInterfaces names the VMI interfaces bound to BindingName; Interfaces has what is derived
-	// for them (empty when the derivation fails: see Failure).
-	BoundInterfaces []string           `json:"boundInterfaces"`
-	Interfaces      []reportInterface  `json:"interfaces"`
-	Warnings        []pipeline.Warning `json:"warnings"`
-	Missing         []reportMissing    `json:"missing"`
-	Failure         *reportFailure     `json:"failure,omitempty"`
-	// DomainXML is OnDefineDomain's output for a domain with no devices: only our hostdevs.
-	DomainXML string           `json:"domainXML,omitempty"`
-	CloudInit *reportCloudInit `json:"cloudInit,omitempty"`
-	// InterfaceCache are the files the sidecar writes under --iface-cache-dir.
-	InterfaceCache []reportCacheEntry `json:"interfaceCache"`
-}
-
-type reportVMI struct {
-	Name      string `json:"name,omitempty"`
-	Namespace string `json:"namespace,omitempty"`
-	UID       string `json:"uid,omitempty"`
-}
-
-type reportInterface struct {
-	Name             string        `json:"name"`
-	Network          string        `json:"network"`
-	NetworkName      string        `json:"networkName,omitempty"`
-	PodInterfaceName string        `json:"podInterfaceName,omitempty"`
-	MAC              string        `json:"mac,omitempty"`
-	MACSource        string        `json:"macSource,omitempty"`
-	Mode             string        `json:"mode"` // static | dhcp | manual (link up, no IP config)
-	Role             string        `json:"role,omitempty"`
-	Addresses        []string      `json:"addresses"`
-	PrefixKnown      bool          `json:"prefixKnown"`
-	Gateways         []string      `json:"gateways"`
-	Routes           []reportRoute `json:"routes"`
-	DNS              reportDNS     `json:"dns"`
-	MTU              int           `json:"mtu,omitempty"`
-	HostPCIAddress   string        `json:"hostPCIAddress,omitempty"`
-	DeviceType       string        `json:"deviceType,omitempty"`
-	GuestPCIAddress  string        `json:"guestPCIAddress,omitempty"`
-	BootOrder        uint          `json:"bootOrder,omitempty"`
-	HostdevAlias     string        `json:"hostdevAlias"`
-}
-
-type reportRoute struct {
-	Destination string `json:"destination"`
-	NextHop     string `json:"nextHop"`
-}
-
-type reportDNS struct {
-	Nameservers []string `json:"nameservers"`
-	Search      []string `json:"search"`
-	Domain      string   `json:"domain,omitempty"`
-}
-
-type reportMissing struct {
-	Hook      string `json:"hook"`
-	Interface string `json:"interface,omitempty"`
-	Network   string `json:"network,omitempty"`
-	Source    string `json:"source"`
-	Field     string `json:"field,omitempty"`
-	Text      string `json:"text"`
-}
-
-type reportFailure struct {
-	Hook    string `json:"hook"`
-	Message string `json:"message"`
-}
-
-type reportCloudInit struct {
-	DataSource  string `json:"dataSource"` // noCloud | configDrive
-	VolumeName  string `json:"volumeName,omitempty"`
-	NetworkData string `json:"networkData"`
-}
-
-type reportCacheEntry struct {
-	Path string          `json:"path"` // <vmi-uid>/<interface>, under --iface-cache-dir
-	Data json.RawMessage `json:"data"`
-}
 
 // usageError is bad usage or unreadable input: exit code 2.
 type usageError struct{ msg string }
@@ -198,7 +100,7 @@ func runRender(args []string, stdout, stderr io.Writer) int {
 		*podIP, ipSource = os.Getenv("MY_POD_IP"), "env MY_POD_IP"
 	}
 	if *podIP != "" {
-		if _, err := netval.ParseAddr(strings.TrimSpace(*podIP)); err != nil {
+		if !pipeline.ValidPodIP(*podIP) {
 			return fail(fmt.Errorf("invalid %s %q: want an IP address such as 10.128.0.5 or fd00::5", ipSource, *podIP))
 		}
 	}
@@ -207,7 +109,7 @@ func runRender(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	r := render(vmi, snap, model.Options{BindingName: *bindingName, PodIP: *podIP})
+	r := render(vmi, snap, pipeline.Options{BindingName: *bindingName, PodIP: *podIP})
 	if r.Failure != nil {
 		fmt.Fprintf(stderr, "render: the %s hook would fail: %s\n", r.Failure.Hook, r.Failure.Message)
 	}
@@ -249,7 +151,7 @@ func renderHint(args []string) string {
 	return ""
 }
 
-func renderInputs(sample bool, podFile, podInfoDir, deviceInfo, vmiFile string) (*downwardapi.Snapshot, *model.VirtualMachineInstance, error) {
+func renderInputs(sample bool, podFile, podInfoDir, deviceInfo, vmiFile string) (*pipeline.Snapshot, *pipeline.VMI, error) {
 	var podRaw, vmiRaw []byte
 	var err error
 	podFlag, vmiFlag := "--pod "+podFile, "--vmi "+vmiFile
@@ -297,13 +199,11 @@ func renderInputs(sample bool, podFile, podInfoDir, deviceInfo, vmiFile string) 
 	if err := checkPath("--device-info-file", deviceInfo, false); err != nil {
 		return nil, nil, err
 	}
-	// A directory read through the watcher, which reads once synchronously.
-	w, err := downwardapi.NewWatcher(downwardapi.Config{DeviceInfoFile: deviceInfo, PodInfoDir: podInfoDir})
+	snap, err := binding.ReadOnce(binding.Sources{DeviceInfoFile: deviceInfo, PodInfoDir: podInfoDir})
 	if err != nil {
 		return nil, nil, usagef("--pod-info-dir %s: %v", podInfoDir, err)
 	}
-	defer w.Close()
-	return w.Snapshot(), vmi, nil
+	return snap, vmi, nil
 }
 
 // checkPath checks that a path given on the command line exists and is a directory or a file.
@@ -401,12 +301,12 @@ func orDefault(s, def string) string {
 	return s
 }
 
-func decodeVMI(raw []byte) (*model.VirtualMachineInstance, error) {
+func decodeVMI(raw []byte) (*pipeline.VMI, error) {
 	js, err := objectJSON(raw, "VirtualMachineInstance", "spec", "kubectl get vmi NAME -o json")
 	if err != nil {
 		return nil, err
 	}
-	vmi, err := model.DecodeVMI(js)
+	vmi, err := pipeline.DecodeVMI(js)
 	if err != nil {
 		return nil, plainDecodeError(err)
 	}
@@ -422,7 +322,7 @@ func plainDecodeError(err error) error {
 	return err
 }
 
-func snapshotFromPod(raw []byte) (*downwardapi.Snapshot, error) {
+func snapshotFromPod(raw []byte) (*pipeline.Snapshot, error) {
 	js, err := objectJSON(raw, "Pod", "metadata", "kubectl get pod NAME -o json")
 	if err != nil {
 		return nil, err
@@ -436,277 +336,12 @@ func snapshotFromPod(raw []byte) (*downwardapi.Snapshot, error) {
 	if err := json.Unmarshal(js, &pod); err != nil {
 		return nil, plainDecodeError(err)
 	}
-	return downwardapi.SnapshotFromMaps(pod.Metadata.Labels, pod.Metadata.Annotations), nil
+	return pipeline.SnapshotFromPod(pod.Metadata.Labels, pod.Metadata.Annotations), nil
 }
 
-// render runs, without waiting, what virt-launcher would have the hooks do, in its order
-// (PreCloudInitIso, then OnDefineDomain), through the same pipeline functions the hooks call.
-func render(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, opts model.Options) *renderReport {
-	r := &renderReport{
-		VMI:             reportVMI{Name: vmi.Name, Namespace: vmi.Namespace, UID: vmi.UID},
-		BindingName:     opts.BindingName,
-		BoundInterfaces: append([]string{}, model.BoundInterfaceNames(vmi, opts.BindingName)...),
-		Interfaces:      []reportInterface{},
-		Warnings:        []pipeline.Warning{},
-		Missing:         []reportMissing{},
-		InterfaceCache:  []reportCacheEntry{},
-	}
-	defer func() {
-		r.Warnings = pipeline.SortWarnings(r.Warnings)
-		switch {
-		case r.Failure != nil:
-			r.Result, r.ExitCode = "wouldFail", exitHookFail
-		case len(r.Missing) > 0:
-			r.Result, r.ExitCode = "waiting", exitWaiting
-		default:
-			r.Result, r.ExitCode = "rendered", exitRendered
-		}
-	}()
-	if ifaces, err := model.Build(vmi, snap, opts); err == nil {
-		for _, i := range ifaces {
-			r.Interfaces = append(r.Interfaces, viewInterface(i))
-		}
-	}
-	failed := func(err error) *renderReport {
-		hook, msg := "", err.Error()
-		var pe *pipeline.Error
-		if errors.As(err, &pe) {
-			hook = pe.Hook
-		}
-		r.Failure = &reportFailure{Hook: hook, Message: msg}
-		return r
-	}
-
-	ciData, dataSource, notes, hasVolume, err := pipeline.VolumeCloudInitData(vmi)
-	if err != nil {
-		return failed(&pipeline.Error{Hook: pipeline.PreCloudInitIso, Kind: pipeline.InvalidInput, Err: err})
-	}
-	r.Warnings = append(r.Warnings, notes...)
-	domainDoc, err := pipeline.ParseDomain(context.Background(), vmi, opts, []byte(renderDomainXML))
-	if err != nil {
-		return failed(err)
-	}
-	domainNeed, err := pipeline.DomainNeed(vmi, opts, domainDoc)
-	if err != nil {
-		return failed(err)
-	}
-	if hasVolume {
-		r.Missing = appendMissing(r.Missing, pipeline.PreCloudInitIso, pipeline.CloudInitNeed(vmi, opts)(snap))
-	}
-	r.Missing = appendMissing(r.Missing, pipeline.OnDefineDomain, domainNeed(snap))
-	if len(r.Missing) > 0 {
-		return r
-	}
-
-	if hasVolume {
-		data, _, warnings, err := pipeline.CloudInit(vmi, snap, opts, ciData, nil)
-		if err != nil {
-			return failed(err)
-		}
-		r.Warnings = append(r.Warnings, warnings...)
-		_, network, err := cloudinit.NetworkData(data)
-		if err != nil {
-			return failed(err)
-		}
-		v, _ := volumeName(ciData)
-		r.CloudInit = &reportCloudInit{DataSource: dataSource, VolumeName: v, NetworkData: string(network)}
-	}
-	dom, warnings, err := pipeline.Domain(vmi, snap, opts, []byte(renderDomainXML), domainDoc)
-	if err != nil {
-		r.CloudInit = nil // virt-launcher would not start the VM: show the failure, not half the result
-		return failed(err)
-	}
-	r.Warnings = append(r.Warnings, warnings...)
-	if len(model.BoundInterfaceNames(vmi, opts.BindingName)) == 0 {
-		return r // nothing bound: the domain and the cloud-init data pass through, no cache is written
-	}
-	r.DomainXML = string(dom)
-
-	// The cache refresher never fails a hook (pkg/hooks RefreshCache): a problem here is a warning.
-	cache, err := pipeline.CacheFor(vmi, snap, opts)
-	if err == nil {
-		entries, entriesErr := cache.Entries()
-		err = entriesErr
-		for _, e := range entries {
-			raw, err := e.Encode()
-			if err != nil {
-				continue
-			}
-			r.InterfaceCache = append(r.InterfaceCache, reportCacheEntry{Path: vmi.UID + "/" + e.Name, Data: json.RawMessage(bytes.TrimSpace(raw))})
-		}
-	}
-	if err != nil {
-		r.Warnings = append(r.Warnings, pipeline.Warning{Code: warnInterfaceCache, Message: "the interface cache would not be (fully) written: " + err.Error()})
-	}
+// render is what the hooks would do for vmi and snap, with render's exit code.
+func render(vmi *pipeline.VMI, snap *pipeline.Snapshot, opts pipeline.Options) *pipeline.Report {
+	r := pipeline.NewCall(vmi, opts).Report(snap)
+	r.ExitCode = map[string]int{pipeline.ResultWouldFail: exitHookFail, pipeline.ResultWaiting: exitWaiting}[r.Result]
 	return r
-}
-
-func volumeName(cloudInitData []byte) (string, error) {
-	var d struct{ VolumeName string }
-	err := json.Unmarshal(cloudInitData, &d)
-	return d.VolumeName, err
-}
-
-func appendMissing(out []reportMissing, hook string, items []downwardapi.Missing) []reportMissing {
-	for _, m := range items {
-		out = append(out, reportMissing{Hook: hook, Interface: m.Interface, Network: m.Network, Source: m.Source, Field: m.Field, Text: m.String()})
-	}
-	return out
-}
-
-func viewInterface(i model.BoundInterface) reportInterface {
-	v := reportInterface{
-		Name: i.Name, Network: i.Network, NetworkName: i.NetworkName, PodInterfaceName: i.PodInterfaceName,
-		MACSource: string(i.MACSource), Role: i.Role, PrefixKnown: i.PrefixKnown, MTU: i.MTU,
-		HostPCIAddress: i.HostPCIAddress, DeviceType: i.DeviceType, GuestPCIAddress: i.GuestPCIAddress,
-		HostdevAlias: domain.HostdevAlias(i.Name),
-		Addresses:    strs(i.Addresses), Gateways: strs(i.Gateways), Routes: []reportRoute{},
-		DNS: reportDNS{Nameservers: strs(i.DNS.Nameservers), Search: append([]string{}, i.DNS.Search...), Domain: i.DNS.Domain},
-	}
-	if !i.MAC.IsZero() {
-		v.MAC = i.MAC.String()
-	}
-	switch {
-	case i.DHCP:
-		v.Mode = "dhcp"
-	case len(i.Addresses) == 0:
-		v.Mode = "manual"
-	default:
-		v.Mode = "static"
-	}
-	if i.BootOrder != nil {
-		v.BootOrder = *i.BootOrder
-	}
-	for _, rt := range i.Routes {
-		v.Routes = append(v.Routes, reportRoute{Destination: rt.Dest.String(), NextHop: rt.NextHop.String()})
-	}
-	return v
-}
-
-func strs[T fmt.Stringer](xs []T) []string {
-	out := make([]string, len(xs))
-	for i, x := range xs {
-		out[i] = x.String()
-	}
-	return out
-}
-
-func printReport(w io.Writer, r *renderReport) {
-	name := r.VMI.Name
-	if r.VMI.Namespace != "" {
-		name = r.VMI.Namespace + "/" + name
-	}
-	if name == "" {
-		name = "(unnamed)"
-	}
-	fmt.Fprintf(w, "VMI %s: %d interface(s) bound to %q\n", name, len(r.BoundInterfaces), r.BindingName)
-	for _, i := range r.Interfaces {
-		head := "network " + i.Network
-		if i.NetworkName != "" {
-			head += " -> " + i.NetworkName
-		}
-		if i.PodInterfaceName != "" {
-			head += ", pod interface " + i.PodInterfaceName
-		}
-		fmt.Fprintf(w, "\n== interface %s (%s)\n", i.Name, head)
-		if i.MAC != "" {
-			fmt.Fprintf(w, "   MAC        %s (from %s)\n", i.MAC, i.MACSource)
-		} else {
-			fmt.Fprintf(w, "   MAC        not known yet (no source has one)\n")
-		}
-		mode := map[string]string{
-			"dhcp":   "DHCP (pod-networks ipam_mode)",
-			"manual": "manual (no addresses: the link is brought up without IP config)",
-			"static": "static",
-		}[i.Mode]
-		if i.Role != "" {
-			mode += ", role " + i.Role
-		}
-		fmt.Fprintf(w, "   mode       %s\n", mode)
-		line := func(label string, items []string, suffix string) {
-			if len(items) > 0 {
-				fmt.Fprintf(w, "   %-10s %s%s\n", label, strings.Join(items, ", "), suffix)
-			}
-		}
-		guessed := ""
-		if !i.PrefixKnown && len(i.Addresses) > 0 {
-			guessed = " (prefix guessed: network-status has none)"
-		}
-		line("addresses", i.Addresses, guessed)
-		line("gateways", i.Gateways, "")
-		routes := make([]string, 0, len(i.Routes))
-		for _, rt := range i.Routes {
-			routes = append(routes, rt.Destination+" via "+rt.NextHop)
-		}
-		line("routes", routes, "")
-		line("DNS", i.DNS.Nameservers, "")
-		search := i.DNS.Search
-		if i.DNS.Domain != "" {
-			search = append([]string{i.DNS.Domain}, search...)
-		}
-		if len(search) > 0 {
-			fmt.Fprintf(w, "   %-10s %s\n", "search", strings.Join(search, " "))
-		}
-		if i.MTU > 0 {
-			fmt.Fprintf(w, "   %-10s %d\n", "MTU", i.MTU)
-		}
-		vf := "host " + orDefault(i.HostPCIAddress, "PCI address not known yet")
-		if i.DeviceType != "" {
-			vf += " (" + i.DeviceType + ")"
-		}
-		if i.GuestPCIAddress != "" {
-			vf += " -> guest " + i.GuestPCIAddress
-		}
-		fmt.Fprintf(w, "   %-10s %s, alias %s\n", "VF", vf, i.HostdevAlias)
-	}
-	if len(r.Warnings) > 0 {
-		fmt.Fprintln(w, "\n== warnings")
-		for _, x := range r.Warnings {
-			if x.Interface != "" {
-				fmt.Fprintf(w, "   [%s] interface %s: %s\n", x.Code, x.Interface, x.Message)
-			} else {
-				fmt.Fprintf(w, "   [%s] %s\n", x.Code, x.Message)
-			}
-		}
-	}
-	if len(r.Missing) > 0 {
-		fmt.Fprintln(w, "\n== still missing: the hooks would wait for these, then fail (exit code 3)")
-		for _, m := range r.Missing {
-			fmt.Fprintf(w, "   %s: %s\n", m.Hook, m.Text)
-		}
-	}
-	if r.Failure != nil {
-		fmt.Fprintf(w, "\n== the %s hook would fail (exit code 1)\n   %s\n", r.Failure.Hook, r.Failure.Message)
-		return
-	}
-	if r.DomainXML != "" {
-		section(w, "libvirt domain devices (OnDefineDomain)", r.DomainXML)
-	}
-	if c := r.CloudInit; c != nil && len(r.Interfaces) > 0 {
-		body := c.NetworkData
-		var pretty bytes.Buffer
-		if c.DataSource == "configDrive" && json.Indent(&pretty, []byte(body), "", "  ") == nil {
-			body = pretty.String()
-		}
-		title := map[string]string{"noCloud": "NoCloud network-config", "configDrive": "ConfigDrive network_data.json"}[c.DataSource]
-		section(w, fmt.Sprintf("%s (PreCloudInitIso, volume %s, merged with the VMI's networkData)", title, c.VolumeName), body)
-	}
-	if len(r.InterfaceCache) > 0 {
-		var cache strings.Builder
-		for _, e := range r.InterfaceCache {
-			var compact bytes.Buffer
-			if json.Compact(&compact, e.Data) != nil {
-				compact.Write(e.Data)
-			}
-			fmt.Fprintf(&cache, "<iface-cache-dir>/%s: %s\n", e.Path, compact.Bytes())
-		}
-		section(w, "PodIfaceCacheData (KubeVirt's format, read by pkg/network/cache)", cache.String())
-	}
-}
-
-func section(w io.Writer, title, body string) {
-	fmt.Fprintf(w, "\n== %s\n%s", title, body)
-	if !strings.HasSuffix(body, "\n") {
-		fmt.Fprintln(w)
-	}
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/pipeline"
 )
 
 var update = flag.Bool("update", false, "rewrite the render JSON goldens")
@@ -92,7 +94,7 @@ func TestRender_ExitCodes(t *testing.T) {
 					assert.Contains(t, stdout, tc.wantText)
 					continue
 				}
-				var r renderReport
+				var r pipeline.Report
 				require.NoError(t, json.Unmarshal([]byte(stdout), &r))
 				assert.Equal(t, tc.result, r.Result)
 				assert.Equal(t, tc.code, r.ExitCode)
@@ -105,7 +107,7 @@ func TestRender_MissingData_ListsEachItemPerHook(t *testing.T) {
 	fx := renderFixtures(t)["missing-annotations"]
 	code, stdout, _ := runCapture("--pod", fx[0], "--vmi", fx[1], "--format", "json")
 	require.Equal(t, exitWaiting, code)
-	var r renderReport
+	var r pipeline.Report
 	require.NoError(t, json.Unmarshal([]byte(stdout), &r))
 	hooks := map[string]int{}
 	for _, m := range r.Missing {
@@ -133,7 +135,7 @@ func TestRender_Warnings(t *testing.T) {
 		t.Run(tc.fixture, func(t *testing.T) {
 			code, stdout, stderr := runCapture("--pod", fx[tc.fixture][0], "--vmi", fx[tc.fixture][1], "--format", "json")
 			require.Equal(t, exitRendered, code, stderr)
-			var r renderReport
+			var r pipeline.Report
 			require.NoError(t, json.Unmarshal([]byte(stdout), &r))
 			require.Len(t, r.Warnings, 1)
 			assert.Equal(t, tc.code, r.Warnings[0].Code)
@@ -156,7 +158,7 @@ func TestRender_WrongBindingName_WarnsNothingBound(t *testing.T) {
 func TestRender_UserV2SameMAC_InterfaceListedButNotInNetworkConfig(t *testing.T) {
 	fx := renderFixtures(t)["nocloud-user-v2-same-mac"]
 	_, stdout, _ := runCapture("--pod", fx[0], "--vmi", fx[1], "--format", "json")
-	var r renderReport
+	var r pipeline.Report
 	require.NoError(t, json.Unmarshal([]byte(stdout), &r))
 	require.NotNil(t, r.CloudInit)
 	assert.Contains(t, r.CloudInit.NetworkData, "192.0.2.10/24", "the user's entry is kept")

@@ -6,10 +6,9 @@ import (
 	"log/slog"
 	"sync"
 
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/binding"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/hooks"
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache"
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/pipeline"
 )
 
 // serve wires watcher, binding and hook server, and runs until ctx is cancelled (a signal) or
@@ -24,21 +23,17 @@ func serve(ctx context.Context, cfg config, stderr io.Writer) (err error) {
 		}
 	}()
 
-	watcher, err := downwardapi.NewWatcher(downwardapi.Config{
-		DeviceInfoFile: cfg.deviceInfoFile,
-		PodInfoDir:     cfg.podInfoDir,
-		Logger:         logger,
-	})
+	watcher, err := binding.Watch(binding.Sources{DeviceInfoFile: cfg.deviceInfoFile, PodInfoDir: cfg.podInfoDir}, logger)
 	if err != nil {
 		return err
 	}
 	defer watcher.Close()
 
-	binding, err := hooks.NewBinding(hooks.BindingConfig{
-		Options:     model.Options{BindingName: cfg.bindingName, PodIP: cfg.podIP},
+	bnd, err := binding.New(binding.Config{
+		Options:     pipeline.Options{BindingName: cfg.bindingName, PodIP: cfg.podIP},
 		WaitTimeout: cfg.waitTimeout,
 		Snapshots:   watcher,
-		Cache:       ifacecache.NewWriter(cfg.ifaceCacheDir, logger),
+		Cache:       binding.CacheDir(cfg.ifaceCacheDir, logger),
 		Logger:      logger,
 	})
 	if err != nil {
@@ -48,7 +43,7 @@ func serve(ctx context.Context, cfg config, stderr io.Writer) (err error) {
 		SocketDir:  cfg.socketDir,
 		SocketName: cfg.socketName,
 		Name:       "sriov-udn-binding",
-		Handler:    binding,
+		Handler:    bnd,
 		Logger:     logger,
 	})
 	if err != nil {
@@ -66,7 +61,7 @@ func serve(ctx context.Context, cfg config, stderr io.Writer) (err error) {
 
 	refreshCtx, stopRefresh := context.WithCancel(ctx)
 	var refresher sync.WaitGroup
-	refresher.Go(func() { binding.RefreshCache(refreshCtx) })
+	refresher.Go(func() { bnd.RefreshCache(refreshCtx) })
 	defer func() {
 		stopRefresh()
 		refresher.Wait()

@@ -35,12 +35,15 @@ const minimalUserData = "#cloud-config\n"
 // With no ifaces the data passes through unchanged, except that an empty UserData becomes
 // "#cloud-config\n": returned as is, KubeVirt would reject it and lose the metadata (see minimalUserData).
 //
-// fallback is the NIC cloud-init's DHCP fallback would have configured (model.FindPodNIC): when
+// podNIC is the NIC cloud-init's DHCP fallback would have configured (model.FindPodNIC): when
 // the user gave no networkData, our config replaces that fallback, so it is configured by DHCP here too;
 // without a MAC it cannot be matched and Apply refuses, naming the interface, rather than leave the
 // guest's pod network down.
-func Apply(cloudInitData []byte, ifaces []model.BoundInterface, fallback ...model.BoundInterface) (newData []byte, noCloudSourceJSON []byte, err error) {
-	return ApplyWith(cloudInitData, ApplyOptions{}, ifaces, fallback...)
+//
+// Apply is the steps of one PreCloudInitIso in one call (DecodeInput, WithPodNIC, Plan,
+// ParseNetworkData, Merge), for callers that need only the result; pkg/pipeline runs the steps itself.
+func Apply(cloudInitData []byte, ifaces []model.BoundInterface, podNIC ...model.BoundInterface) (newData []byte, noCloudSourceJSON []byte, err error) {
+	return ApplyWith(cloudInitData, ApplyOptions{}, ifaces, podNIC...)
 }
 
 // ApplyOptions are what Apply does besides the network config.
@@ -52,80 +55,198 @@ type ApplyOptions struct {
 }
 
 // ApplyWith is Apply with options.
-func ApplyWith(cloudInitData []byte, opts ApplyOptions, ifaces []model.BoundInterface, fallback ...model.BoundInterface) (newData []byte, noCloudSourceJSON []byte, err error) {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(cloudInitData, &obj); err != nil {
-		return nil, nil, fmt.Errorf("cloudInitData: not a JSON object: %w", err)
-	}
-	if obj == nil {
-		return nil, nil, fmt.Errorf("cloudInitData: is null (the VMI has no cloudInitNoCloud or cloudInitConfigDrive volume)")
-	}
-	userKey, userData, err := stringField(obj, fieldUserData)
+func ApplyWith(cloudInitData []byte, opts ApplyOptions, ifaces []model.BoundInterface, podNIC ...model.BoundInterface) (newData []byte, noCloudSourceJSON []byte, err error) {
+	in, err := DecodeInput(cloudInitData)
 	if err != nil {
 		return nil, nil, err
 	}
-	networkKey, networkData, err := stringField(obj, fieldNetworkData)
+	if len(ifaces) == 0 {
+		return in.PassThrough()
+	}
+	if ifaces, err = WithPodNIC(ifaces, in.UserNetworkData(), podNIC...); err != nil {
+		return nil, nil, err
+	}
+	plans, err := in.Plan(ifaces)
 	if err != nil {
 		return nil, nil, err
 	}
+	user, err := in.ParseNetworkData()
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := in.Merge(opts, plans, user)
+	if err != nil {
+		return nil, nil, err
+	}
+	return res.Data, res.NoCloudSource, nil
+}
+
+// Input is one CloudInitData JSON object as virt-launcher sends it, decoded once per call.
+type Input struct {
+	raw                   []byte
+	obj                   map[string]json.RawMessage
+	userKey, networkKey   string
+	userData, networkData json.RawMessage
+}
+
+// DecodeInput decodes a CloudInitData JSON object and checks its UserData and NetworkData fields.
+func DecodeInput(cloudInitData []byte) (*Input, error) {
+	in := &Input{raw: cloudInitData}
+	if err := json.Unmarshal(cloudInitData, &in.obj); err != nil {
+		return nil, fmt.Errorf("cloudInitData: not a JSON object: %w", err)
+	}
+	if in.obj == nil {
+		return nil, fmt.Errorf("cloudInitData: is null (the VMI has no cloudInitNoCloud or cloudInitConfigDrive volume)")
+	}
+	var err error
+	if in.userKey, in.userData, err = stringField(in.obj, fieldUserData); err != nil {
+		return nil, err
+	}
+	if in.networkKey, in.networkData, err = stringField(in.obj, fieldNetworkData); err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+// UserNetworkData is the user's NetworkData text, "" when there is none.
+func (in *Input) UserNetworkData() string {
+	var userNetwork string
+	if !isEmptyJSONString(in.networkData) {
+		_ = json.Unmarshal(in.networkData, &userNetwork) // DecodeInput checked that it is a string
+	}
+	return userNetwork
+}
+
+// PassThrough is the result when nothing is bound: the data as it came, except that an empty UserData
+// becomes "#cloud-config\n" (see minimalUserData).
+func (in *Input) PassThrough() (newData []byte, noCloudSourceJSON []byte, err error) {
 	changed := false
-	if len(ifaces) == 0 && isEmptyJSONString(userData) {
-		if userData, err = json.Marshal(minimalUserData); err != nil {
-			return nil, nil, fmt.Errorf("cloudInitData: encoding %s: %w", userKey, err)
+	if isEmptyJSONString(in.userData) {
+		if in.userData, err = json.Marshal(minimalUserData); err != nil {
+			return nil, nil, fmt.Errorf("cloudInitData: encoding %s: %w", in.userKey, err)
 		}
-		obj[userKey], changed = userData, true
+		in.obj[in.userKey], changed = in.userData, true
 	}
-	if len(ifaces) > 0 {
-		var userNetwork string
-		if !isEmptyJSONString(networkData) {
-			_ = json.Unmarshal(networkData, &userNetwork) // a non-string is reported by mergeNetworkData
-		}
-		if ifaces, err = WithFallback(ifaces, userNetwork, fallback...); err != nil {
-			return nil, nil, err
-		}
-		dataSource, merged, err := mergeNetworkData(obj, networkData, ifaces)
-		if err != nil {
-			return nil, nil, err
-		}
-		if networkData, err = json.Marshal(string(merged)); err != nil {
-			return nil, nil, fmt.Errorf("cloudInitData: encoding %s: %w", networkKey, err)
-		}
-		obj[networkKey], changed = networkData, true
+	return in.encode(changed)
+}
 
-		// Our network config must reach the guest at every start, not only the first (userdata.go).
-		var script string
-		if opts.WindowsNetworkScript && dataSource == dataSourceConfigDrive {
-			if script, err = WindowsNetworkScript([]byte(userNetwork), ifaces); err != nil {
-				return nil, nil, fmt.Errorf("cloudInitData: Windows network script: %w", err)
-			}
-		}
-		var user string
-		if !isEmptyJSONString(userData) {
-			if err := json.Unmarshal(userData, &user); err != nil {
-				return nil, nil, fmt.Errorf("cloudInitData: field %s: %w", userKey, err)
-			}
-		}
-		if composed := composeUserData(user, dataSource, script); composed != user {
-			var buf bytes.Buffer
-			if err := writeJSONString(&buf, composed); err != nil { // no HTML escaping of the user's text
-				return nil, nil, fmt.Errorf("cloudInitData: encoding %s: %w", userKey, err)
-			}
-			userData = buf.Bytes()
-			obj[userKey] = userData
+// dataSource returns the DataSource and its format; an unknown one is an error.
+func (in *Input) dataSource() (string, format, error) {
+	var dataSource string
+	if _, raw, err := stringField(in.obj, fieldDataSource); err != nil {
+		return "", format{}, err
+	} else if raw != nil {
+		if err := json.Unmarshal(raw, &dataSource); err != nil {
+			return "", format{}, fmt.Errorf("cloudInitData: field DataSource: %w", err)
 		}
 	}
+	f, ok := formats[dataSource]
+	if !ok {
+		return "", format{}, fmt.Errorf("cloudInitData: DataSource %q is neither %q nor %q", dataSource, dataSourceNoCloud, dataSourceConfigDrive)
+	}
+	return dataSource, f, nil
+}
 
-	newData = cloudInitData
+// Plan plans ifaces (the bound interfaces, and the pod NIC WithPodNIC added) for this CloudInitData's
+// DataSource, once for every writer of the call.
+func (in *Input) Plan(ifaces []model.BoundInterface) (*Plans, error) {
+	dataSource, f, err := in.dataSource()
+	if err != nil {
+		return nil, err
+	}
+	plans, err := planNICs(ifaces)
+	if err != nil {
+		return nil, fmt.Errorf("cloudInitData (DataSource %s): %w", dataSource, err)
+	}
+	return &Plans{dataSource: dataSource, format: f, plans: plans}, nil
+}
+
+// ParseNetworkData parses the user's NetworkData in the format of the DataSource, once for the merge,
+// the Windows script and the report of the NICs the user configures.
+func (in *Input) ParseNetworkData() (*UserNetwork, error) {
+	dataSource, f, err := in.dataSource()
+	if err != nil {
+		return nil, err
+	}
+	u, err := parseUser(f, []byte(in.UserNetworkData()))
+	if err != nil {
+		return nil, fmt.Errorf("cloudInitData (DataSource %s): %w", dataSource, err)
+	}
+	return u, nil
+}
+
+// Result is what Merge makes of one CloudInitData.
+type Result struct {
+	// Data is the new CloudInitData JSON; NoCloudSource the legacy v1.CloudInitNoCloudSource JSON.
+	Data, NoCloudSource []byte
+	// DataSource is KubeVirt's ("noCloud" or "configDrive"); NetworkData the network config written
+	// into Data (NoCloud network-config or network_data.json).
+	DataSource  string
+	NetworkData []byte
+	// UserConfigured names the interfaces whose NIC the user's networkData configures already (same
+	// MAC or guest name): the user's entry is kept and ours left out, which the caller reports so that
+	// nobody reads our addresses as the guest's.
+	UserConfigured []string
+}
+
+// Merge writes our config for plans, merged with the user's networkData, into the CloudInitData, and
+// composes the user data so that the config reaches the guest at every start (userdata.go). It runs
+// once per Input: it changes the parsed user document.
+func (in *Input) Merge(opts ApplyOptions, plans *Plans, user *UserNetwork) (*Result, error) {
+	userKey, userData, networkKey := in.userKey, in.userData, in.networkKey
+	merged, err := user.write(plans.format, plans.plans)
+	if err != nil {
+		return nil, fmt.Errorf("cloudInitData (DataSource %s): %w", plans.dataSource, err)
+	}
+	networkData, err := json.Marshal(string(merged))
+	if err != nil {
+		return nil, fmt.Errorf("cloudInitData: encoding %s: %w", networkKey, err)
+	}
+	in.obj[networkKey], in.networkData = networkData, networkData
+
+	// Our network config must reach the guest at every start, not only the first (userdata.go).
+	var script string
+	if opts.WindowsNetworkScript && plans.format.windowsScript {
+		macs, names := user.keys()
+		if script, err = windowsNetworkScript(plans.plans, macs, names); err != nil {
+			return nil, fmt.Errorf("cloudInitData: Windows network script: %w", err)
+		}
+	}
+	var userText string
+	if !isEmptyJSONString(userData) {
+		if err := json.Unmarshal(userData, &userText); err != nil {
+			return nil, fmt.Errorf("cloudInitData: field %s: %w", userKey, err)
+		}
+	}
+	if composed := composeUserData(userText, plans.dataSource, script); composed != userText {
+		var buf bytes.Buffer
+		if err := writeJSONString(&buf, composed); err != nil { // no HTML escaping of the user's text
+			return nil, fmt.Errorf("cloudInitData: encoding %s: %w", userKey, err)
+		}
+		in.userData = buf.Bytes()
+		in.obj[userKey] = in.userData
+	}
+	data, source, err := in.encode(true)
+	if err != nil {
+		return nil, err
+	}
+	return &Result{Data: data, NoCloudSource: source, DataSource: plans.dataSource, NetworkData: merged,
+		UserConfigured: userConfigured(plans.plans, user)}, nil
+}
+
+// encode writes the CloudInitData (the input as it came when nothing changed) and the legacy
+// v1.CloudInitNoCloudSource (kubevirt.io/api core/v1 schema.go: userData, networkData, both omitempty),
+// from the JSON strings as they are.
+func (in *Input) encode(changed bool) (newData []byte, noCloudSourceJSON []byte, err error) {
+	newData = in.raw
 	if changed {
-		if newData, err = encodeObject(obj); err != nil {
+		if newData, err = encodeObject(in.obj); err != nil {
 			return nil, nil, fmt.Errorf("cloudInitData: encoding: %w", err)
 		}
 	}
-	// The legacy v1.CloudInitNoCloudSource (kubevirt.io/api core/v1 schema.go: userData, networkData,
-	// both omitempty), from the JSON strings as they are.
-	src := map[string]json.RawMessage{"userData": userData}
-	if !isEmptyJSONString(networkData) {
-		src["networkData"] = networkData
+	src := map[string]json.RawMessage{"userData": in.userData}
+	if !isEmptyJSONString(in.networkData) {
+		src["networkData"] = in.networkData
 	}
 	if noCloudSourceJSON, err = encodeObject(src); err != nil {
 		return nil, nil, fmt.Errorf("cloudInitNoCloudSource: encoding: %w", err)
@@ -133,71 +254,14 @@ func ApplyWith(cloudInitData []byte, opts ApplyOptions, ifaces []model.BoundInte
 	return newData, noCloudSourceJSON, nil
 }
 
-// mergeNetworkData merges ours into the NetworkData of the CloudInitData's DataSource, which it returns too.
-func mergeNetworkData(obj map[string]json.RawMessage, networkData json.RawMessage, ifaces []model.BoundInterface) (string, []byte, error) {
-	var user, dataSource string
-	if networkData != nil {
-		if err := json.Unmarshal(networkData, &user); err != nil {
-			return "", nil, fmt.Errorf("cloudInitData: field NetworkData: %w", err)
-		}
-	}
-	if _, raw, err := stringField(obj, fieldDataSource); err != nil {
-		return "", nil, err
-	} else if raw != nil {
-		if err := json.Unmarshal(raw, &dataSource); err != nil {
-			return "", nil, fmt.Errorf("cloudInitData: field DataSource: %w", err)
-		}
-	}
-	var merged []byte
-	var err error
-	switch dataSource {
-	case dataSourceNoCloud:
-		merged, err = MergeNoCloud([]byte(user), ifaces)
-	case dataSourceConfigDrive:
-		merged, err = MergeNetworkDataJSON([]byte(user), ifaces)
-	default:
-		return "", nil, fmt.Errorf("cloudInitData: DataSource %q is neither %q nor %q", dataSource, dataSourceNoCloud, dataSourceConfigDrive)
-	}
-	if err != nil {
-		return "", nil, fmt.Errorf("cloudInitData (DataSource %s): %w", dataSource, err)
-	}
-	return dataSource, merged, nil
-}
-
-// encodeObject writes a JSON object with sorted keys from values that are JSON already (validated by
-// json.Unmarshal or produced by json.Marshal). It is what json.Marshal does for this map, minus a second
-// validation pass over every value, which for a large UserData costs more than everything else here.
-func encodeObject(obj map[string]json.RawMessage) ([]byte, error) {
-	keys := make([]string, 0, len(obj))
-	size := 2
-	for k, v := range obj {
-		keys = append(keys, k)
-		size += len(k) + len(v) + 4
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, size))
-	err := writeObjectMembers(buf, keys, "", ":", func(k string) error {
-		if len(obj[k]) == 0 {
-			return fmt.Errorf("field %s has no value", k)
-		}
-		buf.Write(obj[k])
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	buf.WriteByte('}')
-	return buf.Bytes(), nil
-}
-
-// isEmptyJSONString reports whether a string field validated by stringField is absent, null or "".
-// WithFallback returns ifaces plus the fallback NICs (model.FindPodNIC), first, when the user
-// gave no networkData: our config then replaces cloud-init's DHCP fallback, so it must configure those
-// NICs too. A fallback NIC without a MAC cannot be matched: that is an error naming it.
-func WithFallback(ifaces []model.BoundInterface, userNetworkData string, fallback ...model.BoundInterface) ([]model.BoundInterface, error) {
-	if len(fallback) == 0 || len(ifaces) == 0 || strings.TrimSpace(userNetworkData) != "" {
+// WithPodNIC returns ifaces plus the pod-network NIC (model.FindPodNIC), first, when the user
+// gave no networkData: our config then replaces cloud-init's DHCP fallback, so it must configure that
+// NIC too. A pod NIC without a MAC cannot be matched: that is an error naming it.
+func WithPodNIC(ifaces []model.BoundInterface, userNetworkData string, podNIC ...model.BoundInterface) ([]model.BoundInterface, error) {
+	if len(podNIC) == 0 || len(ifaces) == 0 || strings.TrimSpace(userNetworkData) != "" {
 		return ifaces, nil
 	}
-	for _, fb := range fallback {
+	for _, fb := range podNIC {
 		if fb.MAC.IsZero() {
 			return nil, fmt.Errorf("interface %q (pod network) has no macAddress: the VMI gives no networkData, so "+
 				"cloud-init would configure that NIC by DHCP, but the network config written for the SR-IOV interfaces "+
@@ -205,7 +269,7 @@ func WithFallback(ifaces []model.BoundInterface, userNetworkData string, fallbac
 				"networkData in the cloud-init volume", fb.Name, fb.Name)
 		}
 	}
-	return append(append(make([]model.BoundInterface, 0, len(fallback)+len(ifaces)), fallback...), ifaces...), nil
+	return append(append(make([]model.BoundInterface, 0, len(podNIC)+len(ifaces)), podNIC...), ifaces...), nil
 }
 
 func isEmptyJSONString(raw json.RawMessage) bool {

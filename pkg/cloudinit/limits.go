@@ -1,8 +1,6 @@
 package cloudinit
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 
 	yaml "go.yaml.in/yaml/v3"
@@ -84,68 +82,6 @@ func checkJSONLimits(data []byte) error {
 		}
 	}
 	return nil
-}
-
-// writeNetworkData writes network_data.json: top-level keys sorted, one list entry per line, our
-// entries indented, the user's values compacted as they came (never re-indented: indenting a value
-// nested d deep writes d levels of indentation on each of its lines, so output and memory grew with
-// the square of the depth, issue 15). lists replace the top-level keys they name; the first
-// ours[key] entries of a list are ours (they come before the user's: oursFirst), the rest the user's.
-func writeNetworkData(top map[string]json.RawMessage, lists map[string][]json.RawMessage, ours map[string]int) ([]byte, error) {
-	keys := make([]string, 0, len(top)+len(lists))
-	size := 16
-	for k, v := range top {
-		if _, ok := lists[k]; !ok {
-			keys = append(keys, k)
-			size += len(k) + len(v) + 8
-		}
-	}
-	for k, l := range lists {
-		keys = append(keys, k)
-		for _, v := range l {
-			size += len(v) + 8
-		}
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, size))
-	err := writeObjectMembers(buf, keys, "\n  ", ": ", func(k string) error {
-		list, isList := lists[k]
-		if !isList {
-			if err := json.Compact(buf, top[k]); err != nil {
-				return fmt.Errorf("%q: %w", k, err)
-			}
-			return nil
-		}
-		if len(list) == 0 {
-			buf.WriteString("[]")
-			return nil
-		}
-		buf.WriteByte('[')
-		for j, v := range list {
-			if j > 0 {
-				buf.WriteByte(',')
-			}
-			buf.WriteString("\n    ")
-			var err error
-			if j < ours[k] {
-				err = json.Indent(buf, v, "    ", "  ") // ours: a few levels deep
-			} else {
-				err = json.Compact(buf, v)
-			}
-			if err != nil {
-				return fmt.Errorf("%q entry %d: %w", k, j, err)
-			}
-		}
-		buf.WriteString("\n  ]")
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if len(keys) > 0 {
-		buf.WriteByte('\n')
-	}
-	buf.WriteString("}\n")
-	return buf.Bytes(), nil
 }
 
 // maxYAMLTokens bounds the pre-scan's count. A node needs at least one token, except an empty

@@ -1,8 +1,6 @@
 package cloudinit
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -104,20 +102,9 @@ if ($failed) { exit 1 }
 exit 0
 `
 
-// WindowsNetworkScript returns the cloudbase-init "#ps1_sysnative" PowerShell script that applies, on the
-// guest's adapters (found by MAC), what network_data.json cannot carry to cloudbase-init for ifaces.
-// userNetworkData is the user's network_data.json (may be empty), as given to MergeNetworkDataJSON: a NIC
-// the user configures there is theirs, and the script leaves it alone too. It returns "" when there is
-// nothing to apply. It is pure.
-func WindowsNetworkScript(userNetworkData []byte, ifaces []model.BoundInterface) (string, error) {
-	plans, err := planNICs(ifaces)
-	if err != nil {
-		return "", err
-	}
-	macs, names, err := userLinkKeys(userNetworkData)
-	if err != nil {
-		return "", err
-	}
+// windowsNetworkScript is WindowsNetworkScript on plans made and a network_data.json parsed once per
+// call (Input.Merge): macs and names are the links the user configures.
+func windowsNetworkScript(plans []nicPlan, macs, names []string) (string, error) {
 	var body strings.Builder
 	for i := range plans {
 		if configuredByUser(&plans[i], macs, names) {
@@ -131,36 +118,6 @@ func WindowsNetworkScript(userNetworkData []byte, ifaces []model.BoundInterface)
 		return "", nil
 	}
 	return windowsScriptHeader + body.String() + windowsScriptFooter, nil
-}
-
-// userLinkKeys returns the MACs and names of the user's network_data.json links, read as
-// MergeNetworkDataJSON reads them (entries of other shapes cannot name one of our NICs and are skipped).
-func userLinkKeys(user []byte) (macs, names []string, err error) {
-	if len(bytes.TrimSpace(user)) == 0 {
-		return nil, nil, nil
-	}
-	var doc struct {
-		Links []json.RawMessage `json:"links"`
-	}
-	if err := json.Unmarshal(user, &doc); err != nil {
-		return nil, nil, fmt.Errorf("configDrive networkData (network_data.json): %w", err)
-	}
-	for _, raw := range doc.Links {
-		var l struct {
-			MAC  *string `json:"ethernet_mac_address"`
-			Name *string `json:"name"`
-		}
-		if json.Unmarshal(raw, &l) != nil {
-			continue
-		}
-		if l.MAC != nil {
-			macs = append(macs, *l.MAC)
-		}
-		if l.Name != nil {
-			names = append(names, *l.Name)
-		}
-	}
-	return macs, names, nil
 }
 
 // windowsNICSection writes one NIC's commands, inside try/catch so that one NIC's failure leaves the

@@ -2,11 +2,9 @@ package cloudinit
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strconv"
 
 	yaml "go.yaml.in/yaml/v3"
@@ -207,101 +205,4 @@ func scalar(n *yaml.Node) (string, bool) {
 		return "", false
 	}
 	return n.Value, true
-}
-
-// nodeJSON serialises a node tree we built (mappings, sequences, and !!str/!!int/!!bool scalars) as
-// indented JSON; strings go through encoding/json.
-func nodeJSON(root *yaml.Node) ([]byte, error) {
-	var buf bytes.Buffer
-	if err := writeNodeJSON(&buf, root); err != nil {
-		return nil, err
-	}
-	var out bytes.Buffer
-	if err := json.Indent(&out, buf.Bytes(), "", "  "); err != nil {
-		return nil, fmt.Errorf("encoding JSON: %w", err)
-	}
-	out.WriteByte('\n')
-	return out.Bytes(), nil
-}
-
-func writeNodeJSON(buf *bytes.Buffer, n *yaml.Node) error {
-	switch n.Kind {
-	case yaml.MappingNode:
-		buf.WriteByte('{')
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			if err := writeJSONString(buf, n.Content[i].Value); err != nil {
-				return err
-			}
-			buf.WriteByte(':')
-			if err := writeNodeJSON(buf, n.Content[i+1]); err != nil {
-				return err
-			}
-		}
-		buf.WriteByte('}')
-	case yaml.SequenceNode:
-		buf.WriteByte('[')
-		for i, c := range n.Content {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			if err := writeNodeJSON(buf, c); err != nil {
-				return err
-			}
-		}
-		buf.WriteByte(']')
-	case yaml.ScalarNode:
-		switch n.Tag {
-		case "!!str":
-			return writeJSONString(buf, n.Value)
-		case "!!int":
-			if _, err := strconv.Atoi(n.Value); err != nil {
-				return fmt.Errorf("encoding JSON: integer %q: %w", n.Value, err)
-			}
-			buf.WriteString(n.Value)
-		case "!!bool":
-			if n.Value != "true" && n.Value != "false" {
-				return fmt.Errorf("encoding JSON: boolean %q", n.Value)
-			}
-			buf.WriteString(n.Value)
-		default:
-			return fmt.Errorf("encoding JSON: scalar with tag %q", n.Tag)
-		}
-	default:
-		return fmt.Errorf("encoding JSON: node kind %d", n.Kind)
-	}
-	return nil
-}
-
-// writeObjectMembers sorts keys and writes '{' and the members: each as sep, the quoted key, colon and
-// what value writes. The caller writes the closing brace (and any layout before it).
-func writeObjectMembers(buf *bytes.Buffer, keys []string, sep, colon string, value func(key string) error) error {
-	sort.Strings(keys)
-	buf.WriteByte('{')
-	for i, k := range keys {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		buf.WriteString(sep)
-		if err := writeJSONString(buf, k); err != nil {
-			return err
-		}
-		buf.WriteString(colon)
-		if err := value(k); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func writeJSONString(buf *bytes.Buffer, s string) error {
-	enc := json.NewEncoder(buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(s); err != nil {
-		return fmt.Errorf("encoding JSON: %w", err)
-	}
-	buf.Truncate(buf.Len() - 1) // Encode appends a newline
-	return nil
 }

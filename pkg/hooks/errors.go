@@ -17,6 +17,13 @@ type vmiError struct{ err error }
 func (e *vmiError) Error() string { return "VMI from virt-launcher: " + e.err.Error() }
 func (e *vmiError) Unwrap() error { return e.err }
 
+// InvalidVMI marks err as a VMI payload from virt-launcher that does not decode: StatusError maps it to
+// InvalidArgument.
+func InvalidVMI(err error) error { return &vmiError{err} }
+
+// StatusError is the gRPC status a Handler returns for a failed hook (see grpcError).
+func StatusError(err error) error { return grpcError(err) }
+
 // grpcError is the gRPC status virt-launcher gets (and logs) for a failed hook: code from codeOf, the
 // error's own message (the pipeline's, which `render` prints too). Every handler and interceptor
 // returns its failures through it.

@@ -60,14 +60,3 @@ func logInterceptor(logger *slog.Logger) grpc.UnaryServerInterceptor {
 		return resp, err
 	}
 }
-
-// contextEnded returns a gRPC status for hook when ctx has ended, else nil. Handlers check it
-// between steps so that work nobody waits for stops (the steps themselves are bounded: cloudinit
-// and domain limits).
-func contextEnded(ctx context.Context, hook string) error {
-	err := ctx.Err()
-	if err == nil {
-		return nil
-	}
-	return grpcError(fmt.Errorf("%s: %w", hook, err))
-}

@@ -13,6 +13,12 @@ const (
 	maxLoggedError = 1024
 )
 
+// FirstNames returns at most maxLoggedNames of names, for a Handler's log lines (see firstNames).
+func FirstNames(names []string) []string { return firstNames(names) }
+
+// BoundedError is err's text cut for a log line (see boundedError).
+func BoundedError(err error) string { return boundedError(err) }
+
 // firstNames returns at most maxLoggedNames of names; the caller logs len(names) beside it.
 func firstNames(names []string) []string {
 	if len(names) <= maxLoggedNames {

@@ -67,18 +67,41 @@ type derived struct {
 // malformed will not heal by waiting, so the hook fails at once instead of after its timeout). A
 // VMI with no bound interface gives nil, nil whatever the snapshot holds.
 func Build(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) ([]BoundInterface, error) {
+	return Derive(vmi, snap, opts).Interfaces()
+}
+
+// Derivation is one derivation of a VMI's bound interfaces from one snapshot: Build's result, and what
+// the Missing* and *Mismatches checks read, from a single pass (pkg/pipeline derives once per snapshot).
+type Derivation struct {
+	ds     []derived
+	ifaces []BoundInterface
+	err    error
+}
+
+// Derive derives every bound interface from what snap has now, as Build does, and keeps the result.
+func Derive(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) *Derivation {
 	ds, err := build(vmi, snap, opts)
-	if err != nil {
-		return nil, err
-	}
-	if len(ds) == 0 {
-		return nil, nil
+	if err != nil || len(ds) == 0 {
+		return &Derivation{err: err}
 	}
 	out := make([]BoundInterface, len(ds))
 	for i := range ds {
 		out[i] = ds[i].BoundInterface
 	}
-	return out, nil
+	return &Derivation{ds: ds, ifaces: out}
+}
+
+// Interfaces is Build's result: the bound interfaces in VMI spec order, or the error of wrong input.
+// Callers treat the interfaces as read-only.
+func (d *Derivation) Interfaces() ([]BoundInterface, error) { return d.ifaces, d.err }
+
+// checked is the derivation for the checks that report nothing when Build would fail, so that a hook
+// stops at once and Build names the error.
+func (d *Derivation) checked() []derived {
+	if d.err != nil {
+		return nil
+	}
+	return d.ds
 }
 
 func build(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) ([]derived, error) {

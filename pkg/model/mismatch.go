@@ -21,10 +21,10 @@ type MACMismatch struct {
 }
 
 // MACMismatches lists the bound interfaces whose VMI macAddress and the CNI-reported MAC (network-status
-// "mac", else network-info "mac") differ. Like the Missing* functions it reports nothing when Build
-// would fail.
-func MACMismatches(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) []MACMismatch {
-	ds := derivedOrNone(vmi, snap, opts)
+// "mac", else network-info "mac") differ. Like the Missing* checks it reports nothing when Build would
+// fail.
+func (dv *Derivation) MACMismatches() []MACMismatch {
+	ds := dv.checked()
 	var out []MACMismatch
 	for _, d := range ds {
 		if d.MACSource != MACFromVMI {
@@ -59,8 +59,8 @@ type NetworkInfoMismatch struct {
 
 // NetworkInfoMismatches lists, per bound interface and field, where network-info and network-status
 // both have a mac or an mtu and the two differ. It reports nothing when Build would fail.
-func NetworkInfoMismatches(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) []NetworkInfoMismatch {
-	ds := derivedOrNone(vmi, snap, opts)
+func (dv *Derivation) NetworkInfoMismatches() []NetworkInfoMismatch {
+	ds := dv.checked()
 	var out []NetworkInfoMismatch
 	for _, d := range ds {
 		if !d.statusMAC.IsZero() && !d.infoMAC.IsZero() && d.statusMAC != d.infoMAC {

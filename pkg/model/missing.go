@@ -23,7 +23,12 @@ var (
 // and the interface's network-status or pod-networks entry (addresses, or DHCP from ipam_mode). An
 // entry with no addresses (IPAM-less network) is ready: there is nothing more to wait for.
 func MissingForCloudInit(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) []downwardapi.Missing {
-	ds := derivedOrNone(vmi, snap, opts)
+	return Derive(vmi, snap, opts).MissingForCloudInit()
+}
+
+// MissingForCloudInit is the package function of that name, on this derivation.
+func (dv *Derivation) MissingForCloudInit() []downwardapi.Missing {
+	ds := dv.checked()
 	var out []downwardapi.Missing
 	for _, d := range ds {
 		if !d.hasNetworkStatus && !d.hasPodNetworks {
@@ -40,7 +45,12 @@ func MissingForCloudInit(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot
 // those skip says KubeVirt already wired (skip may be nil). A device-info of another type than pci is
 // not missing: it is there, and the domain step rejects it with a clear error.
 func MissingForDomain(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options, skip func(ifaceName string) bool) []downwardapi.Missing {
-	ds := derivedOrNone(vmi, snap, opts)
+	return Derive(vmi, snap, opts).MissingForDomain(skip)
+}
+
+// MissingForDomain is the package function of that name, on this derivation.
+func (dv *Derivation) MissingForDomain(skip func(ifaceName string) bool) []downwardapi.Missing {
+	ds := dv.checked()
 	var out []downwardapi.Missing
 	for _, d := range ds {
 		if skip != nil && skip(d.Name) {
@@ -61,14 +71,4 @@ func missingEntry(d derived) downwardapi.Missing {
 		Source:    sourceL3,
 		Field:     fmt.Sprintf("entry for pod interface %q or key %q", d.PodInterfaceName, d.podNetworksKey),
 	}
-}
-
-// derivedOrNone is build for the checks (Missing*, *Mismatches) that report nothing when Build would
-// fail, so that a hook stops at once and Build names the error.
-func derivedOrNone(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) []derived {
-	ds, err := build(vmi, snap, opts)
-	if err != nil {
-		return nil
-	}
-	return ds
 }

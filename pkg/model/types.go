@@ -78,7 +78,7 @@ type BoundInterface struct {
 	GuestPCIAddress string
 	BootOrder       *uint
 
-	// Virtio is true for a NIC KubeVirt plugs itself (the pod-network NIC FallbackInterface returns),
+	// Virtio is true for a NIC KubeVirt plugs itself (the pod-network NIC FindPodNIC returns),
 	// not a VF: its guest name must not read as one.
 	Virtio bool
 }

@@ -1,5 +1,5 @@
 // Package netval owns the rules for network values read from untrusted input: a 48-bit MAC, IP
 // addresses and the unicast check, DNS names, MTU bounds and PCI addresses. downwardapi, model,
-// cloudinit and domain call it, so that a value accepted at the input is accepted all the way down.
+// cloudinit, domain and pipeline call it, so that a value accepted at the input is accepted all the way down.
 // It is a leaf: it imports only the standard library, does no I/O and keeps no state.
 package netval

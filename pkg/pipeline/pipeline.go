@@ -44,11 +44,144 @@ func fail(hook string, kind Kind, err error) error { return &Error{Hook: hook, K
 // Need says what a hook still lacks in a snapshot; empty means it can run. Hooks wait until it is empty.
 type Need func(*downwardapi.Snapshot) []downwardapi.Missing
 
-// ParseDomain parses domainXML once for DomainNeed and Domain (a 4 MiB domain costs ~100 ms per parse;
+// Wait is how a hook waits for data: it returns the first snapshot for which need reports nothing, or
+// an error naming what is still missing (pkg/binding waits on the DownwardAPI watcher).
+type Wait func(ctx context.Context, hook string, need Need) (*downwardapi.Snapshot, error)
+
+// Options are the sidecar settings the pipeline needs.
+type Options = model.Options
+
+// Snapshot is the DownwardAPI data a call reads (pkg/downwardapi).
+type Snapshot = downwardapi.Snapshot
+
+// VMI is the VirtualMachineInstance a hook call carries, decoded (DecodeVMI).
+type VMI = model.VirtualMachineInstance
+
+// DecodeVMI decodes the VMI JSON of a hook call (or render's --vmi); errors name the field.
+func DecodeVMI(vmiJSON []byte) (*VMI, error) { return model.DecodeVMI(vmiJSON) }
+
+// steps are the three derivations a call makes at most once per snapshot or payload; tests count them.
+type steps struct {
+	derive func(*model.VirtualMachineInstance, *downwardapi.Snapshot, model.Options) *model.Derivation
+	plan   func(*cloudinit.Input, []model.BoundInterface) (*cloudinit.Plans, error)
+	parse  func(*cloudinit.Input) (*cloudinit.UserNetwork, error)
+}
+
+func realSteps() steps {
+	return steps{derive: model.Derive, plan: (*cloudinit.Input).Plan, parse: (*cloudinit.Input).ParseNetworkData}
+}
+
+// Call is the pipeline for one hook call (or one render): built from the VMI, it derives the bound
+// interfaces once, the model and the pod NIC once per snapshot, and, for PreCloudInitIso, the NIC plans
+// and the user's parsed networkData once; each hook's method then runs that hook's steps in order. Not
+// safe for concurrent use: one call, one goroutine.
+type Call struct {
+	vmi   *model.VirtualMachineInstance
+	opts  model.Options
+	bound []string
+	steps steps
+
+	// The derivation for snap, made on first use (derive).
+	snap    *downwardapi.Snapshot
+	derived *model.Derivation
+	podNIC  *podNICResult
+}
+
+type podNICResult struct {
+	nic *model.PodNIC
+	err error
+}
+
+// NewCall starts the pipeline of one call for vmi.
+func NewCall(vmi *VMI, opts Options) *Call {
+	return &Call{vmi: vmi, opts: opts, bound: model.BoundInterfaceNames(vmi, opts.BindingName), steps: realSteps()}
+}
+
+// Bound reports whether any interface of the VMI is bound to the binding.
+func (c *Call) Bound() bool { return len(c.bound) > 0 }
+
+// VMI is the call's VMI.
+func (c *Call) VMI() *VMI { return c.vmi }
+
+// derive is the model of the VMI for snap, derived once per snapshot.
+func (c *Call) derive(snap *downwardapi.Snapshot) *model.Derivation {
+	if c.derived == nil || c.snap != snap {
+		c.snap, c.derived, c.podNIC = snap, c.steps.derive(c.vmi, snap, c.opts), nil
+	}
+	return c.derived
+}
+
+// findPodNIC is model.FindPodNIC for snap, once per snapshot.
+func (c *Call) findPodNIC(snap *downwardapi.Snapshot) (*model.PodNIC, error) {
+	c.derive(snap)
+	if c.podNIC == nil {
+		nic, err := model.FindPodNIC(c.vmi, snap, c.opts.BindingName)
+		c.podNIC = &podNICResult{nic: nic, err: err}
+	}
+	return c.podNIC.nic, c.podNIC.err
+}
+
+// ctxEnded is the hook's error when ctx has ended: work nobody waits for stops between steps (the
+// steps themselves are bounded: cloudinit and domain limits).
+func ctxEnded(ctx context.Context, hook string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %w", hook, err)
+	}
+	return nil
+}
+
+// OnDefineDomain is that hook's work: parse the domain once, wait for the VF PCI addresses it needs,
+// then splice one <hostdev> per bound VF into domainXML (returned unchanged when nothing is bound),
+// plus the warnings that step can see.
+func (c *Call) OnDefineDomain(ctx context.Context, domainXML []byte, wait Wait) ([]byte, []Warning, error) {
+	doc, err := c.parseDomain(ctx, domainXML)
+	if ended := ctxEnded(ctx, OnDefineDomain); ended != nil {
+		return nil, nil, ended
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	need, err := c.domainNeed(doc)
+	if err != nil {
+		return nil, nil, err
+	}
+	snap, err := wait(ctx, OnDefineDomain, need)
+	if err != nil {
+		return nil, nil, err
+	}
+	out, warnings, err := c.domain(snap, domainXML, doc)
+	if ended := ctxEnded(ctx, OnDefineDomain); ended != nil {
+		return nil, nil, ended // nobody waits for the result
+	}
+	return out, warnings, err
+}
+
+// PreCloudInitIso is that hook's work: wait for a MAC and an L3 entry per bound interface, then merge
+// their guest network config into the CloudInitData JSON; it returns the new CloudInitData, the legacy
+// CloudInitNoCloudSource JSON and the warnings that step can see.
+func (c *Call) PreCloudInitIso(ctx context.Context, cloudInitData, noCloudSource []byte, wait Wait) (data, source []byte, warnings []Warning, err error) {
+	snap, err := wait(ctx, PreCloudInitIso, c.cloudInitNeed())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if ended := ctxEnded(ctx, PreCloudInitIso); ended != nil {
+		return nil, nil, nil, ended
+	}
+	res, warnings, err := c.cloudInit(snap, cloudInitData, noCloudSource)
+	if ended := ctxEnded(ctx, PreCloudInitIso); ended != nil {
+		return nil, nil, nil, ended // nobody waits for the result (the merge itself is bounded: cloudinit limits)
+	}
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return res.Data, res.NoCloudSource, warnings, nil
+}
+
+// parseDomain parses domainXML once for domainNeed and domain (a 4 MiB domain costs ~100 ms per parse;
 // parsing it once per bound interface burned 44 s of CPU for 400, issue 15). It returns nil when nothing
 // is bound: then the domain goes back untouched, unparsed. It stops when ctx ends.
-func ParseDomain(ctx context.Context, vmi *model.VirtualMachineInstance, opts model.Options, domainXML []byte) (*domain.Document, error) {
-	if len(model.BoundInterfaceNames(vmi, opts.BindingName)) == 0 {
+func (c *Call) parseDomain(ctx context.Context, domainXML []byte) (*domain.Document, error) {
+	if !c.Bound() {
 		return nil, nil
 	}
 	doc, err := domain.Parse(ctx, domainXML)
@@ -58,16 +191,14 @@ func ParseDomain(ctx context.Context, vmi *model.VirtualMachineInstance, opts mo
 	return doc, nil
 }
 
-// DomainNeed is what OnDefineDomain waits for: the VF host PCI address of every bound interface that
+// domainNeed is what OnDefineDomain waits for: the VF host PCI address of every bound interface that
 // KubeVirt did not wire itself (a binding registered with domainAttachmentType tap/managedTap needs no VF).
-// doc is ParseDomain's.
-func DomainNeed(vmi *model.VirtualMachineInstance, opts model.Options, doc *domain.Document) (Need, error) {
-	names := model.BoundInterfaceNames(vmi, opts.BindingName)
-	if len(names) == 0 || doc == nil {
+func (c *Call) domainNeed(doc *domain.Document) (Need, error) {
+	if !c.Bound() || doc == nil {
 		return func(*downwardapi.Snapshot) []downwardapi.Missing { return nil }, nil
 	}
-	wired := make(map[string]bool, len(names))
-	for _, name := range names {
+	wired := make(map[string]bool, len(c.bound))
+	for _, name := range c.bound {
 		ok, err := doc.WiredByKubeVirt(name)
 		if err != nil {
 			return nil, fail(OnDefineDomain, InvalidInput, err)
@@ -76,34 +207,33 @@ func DomainNeed(vmi *model.VirtualMachineInstance, opts model.Options, doc *doma
 	}
 	skip := func(name string) bool { return wired[name] }
 	return func(s *downwardapi.Snapshot) []downwardapi.Missing {
-		return model.MissingForDomain(vmi, s, opts, skip)
+		return c.derive(s).MissingForDomain(skip)
 	}, nil
 }
 
-// CloudInitNeed is what PreCloudInitIso waits for: a MAC and an L3 entry per bound interface.
-func CloudInitNeed(vmi *model.VirtualMachineInstance, opts model.Options) Need {
-	if len(model.BoundInterfaceNames(vmi, opts.BindingName)) == 0 {
+// cloudInitNeed is what PreCloudInitIso waits for: a MAC and an L3 entry per bound interface.
+func (c *Call) cloudInitNeed() Need {
+	if !c.Bound() {
 		return func(*downwardapi.Snapshot) []downwardapi.Missing { return nil }
 	}
 	// Without user networkData our config replaces cloud-init's DHCP fallback, so the pod NIC is ours
 	// to configure too, matched by MAC: with masquerade and bridge that is the pod interface's MAC.
-	replacesFallback := !vmi.GivesNetworkData()
+	replacesFallback := !c.vmi.GivesNetworkData()
 	return func(s *downwardapi.Snapshot) []downwardapi.Missing {
-		missing := model.MissingForCloudInit(vmi, s, opts)
+		missing := c.derive(s).MissingForCloudInit()
 		if replacesFallback {
-			missing = append(missing, model.MissingForPodNIC(vmi, s, opts.BindingName)...)
+			missing = append(missing, model.MissingForPodNIC(c.vmi, s, c.opts.BindingName)...)
 		}
 		return missing
 	}
 }
 
-// Domain is OnDefineDomain's work: one <hostdev> per bound VF spliced into domainXML (which is
-// returned unchanged when nothing is bound), plus the warnings that step can see.
-func Domain(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, opts model.Options, domainXML []byte, doc *domain.Document) ([]byte, []Warning, error) {
-	if len(model.BoundInterfaceNames(vmi, opts.BindingName)) == 0 || doc == nil {
-		return domainXML, nothingBound(vmi, opts), nil
+// domain is OnDefineDomain's work once the data is there. doc is parseDomain's.
+func (c *Call) domain(snap *downwardapi.Snapshot, domainXML []byte, doc *domain.Document) ([]byte, []Warning, error) {
+	if !c.Bound() || doc == nil {
+		return domainXML, nothingBound(c.vmi, c.opts), nil
 	}
-	ifaces, err := model.Build(vmi, snap, opts)
+	ifaces, err := c.derive(snap).Interfaces()
 	if err != nil {
 		return nil, nil, fail(OnDefineDomain, FailedPrecondition, err)
 	}
@@ -111,19 +241,19 @@ func Domain(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, opts 
 	if err != nil {
 		return nil, nil, fail(OnDefineDomain, FailedPrecondition, err)
 	}
-	out, warnings, err := podNICMAC(vmi, snap, opts, out, doc)
+	out, warnings, err := c.podNICMAC(snap, out, doc)
 	if err != nil {
 		return nil, nil, err
 	}
-	return out, append(warnings, noCloudInitVolume(vmi)...), nil
+	return out, append(warnings, noCloudInitVolume(c.vmi)...), nil
 }
 
 // podNICMAC makes the domain's pod-network NIC carry the MAC PreCloudInitIso matched it by (the pod
 // interface's, masquerade and bridge without macAddress) when KubeVirt left it none; KubeVirt v1.8 sets
 // it before OnDefineDomain (virtwrap/manager.go preStartHook, SetupPodNetworkPhase2), so this is a
 // safety net, and an existing MAC is kept: with bridge it is what OVN's port security expects.
-func podNICMAC(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, opts model.Options, domainXML []byte, doc *domain.Document) ([]byte, []Warning, error) {
-	nic, err := model.FindPodNIC(vmi, snap, opts.BindingName)
+func (c *Call) podNICMAC(snap *downwardapi.Snapshot, domainXML []byte, doc *domain.Document) ([]byte, []Warning, error) {
+	nic, err := c.findPodNIC(snap)
 	if err != nil || nic == nil || !nic.FromPod || nic.Interface.MAC.IsZero() {
 		return domainXML, nil, nil // PreCloudInitIso reports the errors; nothing was matched by a pod MAC
 	}
@@ -148,53 +278,76 @@ func podNICMAC(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, op
 	return out, nil, nil
 }
 
-// CloudInit is PreCloudInitIso's work: the guest network config of every bound interface (and of the
-// pod-network NIC, see model.FindPodNIC) merged into the CloudInitData JSON; it returns the new
-// CloudInitData and the legacy CloudInitNoCloudSource JSON, plus the warnings that step can see. With
-// nothing bound the data goes back as received, except that an empty UserData is filled (cloudinit.Apply).
-func CloudInit(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, opts model.Options, cloudInitData, noCloudSource []byte) (data, source []byte, warnings []Warning, err error) {
-	if len(model.BoundInterfaceNames(vmi, opts.BindingName)) == 0 {
-		warnings = nothingBound(vmi, opts)
-		data, source, err := cloudinit.Apply(cloudInitData, nil)
-		if err != nil || bytes.Equal(data, cloudInitData) {
-			return cloudInitData, noCloudSource, warnings, nil
+// cloudInit is PreCloudInitIso's work once the data is there: the guest network config of every bound
+// interface (and of the pod-network NIC, see model.FindPodNIC) merged into the CloudInitData JSON. With
+// nothing bound the data goes back as received, except that an empty UserData is filled
+// (cloudinit.Input.PassThrough).
+func (c *Call) cloudInit(snap *downwardapi.Snapshot, cloudInitData, noCloudSource []byte) (*cloudinit.Result, []Warning, error) {
+	if !c.Bound() {
+		warnings := nothingBound(c.vmi, c.opts)
+		res := &cloudinit.Result{Data: cloudInitData, NoCloudSource: noCloudSource}
+		if in, err := cloudinit.DecodeInput(cloudInitData); err == nil {
+			res.NetworkData = []byte(in.UserNetworkData())
+			if data, source, err := in.PassThrough(); err == nil && !bytes.Equal(data, cloudInitData) {
+				res.Data, res.NoCloudSource = data, source
+			}
 		}
-		return data, source, warnings, nil
+		return res, warnings, nil
 	}
-	ifaces, err := model.Build(vmi, snap, opts)
+	derived := c.derive(snap)
+	ifaces, err := derived.Interfaces()
 	if err != nil {
-		return nil, nil, nil, fail(PreCloudInitIso, FailedPrecondition, err)
+		return nil, nil, fail(PreCloudInitIso, FailedPrecondition, err)
 	}
-	// The pod-network NIC is one step: which NIC it is, and how Apply treats it, belong to model and
+	// The pod-network NIC is one step: which NIC it is, and how the merge treats it, belong to model and
 	// cloudinit.
-	var fallback []model.BoundInterface
-	nic, err := model.FindPodNIC(vmi, snap, opts.BindingName)
+	var podNIC []model.BoundInterface
+	nic, err := c.findPodNIC(snap)
 	if err != nil {
-		return nil, nil, nil, fail(PreCloudInitIso, InvalidInput, err)
+		return nil, nil, fail(PreCloudInitIso, InvalidInput, err)
 	}
 	if nic != nil {
-		if !vmi.GivesNetworkData() && nic.Interface.MAC.IsZero() && nic.Unservable != "" {
-			return nil, nil, nil, fail(PreCloudInitIso, FailedPrecondition, fmt.Errorf("interface %q (pod network) has no "+
-				"macAddress and the VMI gives no networkData: the network config written for the SR-IOV interfaces replaces "+
-				"cloud-init's DHCP fallback and must match the pod NIC by MAC, but %s; set macAddress on interface %q, or give networkData",
+		if !c.vmi.GivesNetworkData() && nic.Interface.MAC.IsZero() && nic.Unservable != "" {
+			return nil, nil, fail(PreCloudInitIso, FailedPrecondition, fmt.Errorf("interface %q (pod network) has no "+
+				"macAddress and the VMI gives no networkData: the network config written for the SR-IOV interfaces "+
+				"replaces cloud-init's DHCP fallback and must match the pod NIC by MAC, but %s; set macAddress on interface %q, or give networkData",
 				nic.Interface.Name, nic.Unservable, nic.Interface.Name))
 		}
-		fallback = append(fallback, nic.Interface)
+		podNIC = append(podNIC, nic.Interface)
 	}
-	windowsScript, err := cloudinit.WindowsNetworkScriptRequested(vmi.Annotations)
+	windowsScript, err := cloudinit.WindowsNetworkScriptRequested(c.vmi.Annotations)
 	if err != nil {
-		return nil, nil, nil, fail(PreCloudInitIso, InvalidInput, fmt.Errorf("VMI metadata.annotations: %w", err))
+		return nil, nil, fail(PreCloudInitIso, InvalidInput, fmt.Errorf("VMI metadata.annotations: %w", err))
 	}
-	data, source, err = cloudinit.ApplyWith(cloudInitData, cloudinit.ApplyOptions{WindowsNetworkScript: windowsScript}, ifaces, fallback...)
+	res, err := c.merge(cloudInitData, cloudinit.ApplyOptions{WindowsNetworkScript: windowsScript}, ifaces, podNIC)
 	if err != nil {
-		return nil, nil, nil, fail(PreCloudInitIso, InvalidInput, err)
+		return nil, nil, fail(PreCloudInitIso, InvalidInput, err)
 	}
-	warnings = macMismatches(vmi, snap, opts)
-	warnings = append(warnings, networkInfoMismatches(vmi, snap, opts)...)
-	if ds, user, err := cloudinit.NetworkData(cloudInitData); err == nil {
-		warnings = append(warnings, userWins(ds, cloudinit.UserConfigured(ds, user, ifaces))...)
+	warnings := macMismatches(derived.MACMismatches())
+	warnings = append(warnings, networkInfoMismatches(derived.NetworkInfoMismatches())...)
+	warnings = append(warnings, userWins(res.DataSource, res.UserConfigured)...)
+	return res, warnings, nil
+}
+
+// merge runs cloudinit's steps in order, each once: decode the CloudInitData, add the pod NIC, plan the
+// NICs, parse the user's networkData, merge.
+func (c *Call) merge(cloudInitData []byte, opts cloudinit.ApplyOptions, ifaces, podNIC []model.BoundInterface) (*cloudinit.Result, error) {
+	in, err := cloudinit.DecodeInput(cloudInitData)
+	if err != nil {
+		return nil, err
 	}
-	return data, source, warnings, nil
+	if ifaces, err = cloudinit.WithPodNIC(ifaces, in.UserNetworkData(), podNIC...); err != nil {
+		return nil, err
+	}
+	plans, err := c.steps.plan(in, ifaces)
+	if err != nil {
+		return nil, err
+	}
+	user, err := c.steps.parse(in)
+	if err != nil {
+		return nil, err
+	}
+	return in.Merge(opts, plans, user)
 }
 
 // Cache is what the interface cache holds for one VMI: the writer (ifacecache.Writer.Sync) takes
@@ -206,13 +359,13 @@ type Cache struct {
 	Primary model.Family
 }
 
-// CacheFor derives the interface cache of the VMI from the snapshot.
-func CacheFor(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, opts model.Options) (Cache, error) {
-	ifaces, err := model.Build(vmi, snap, opts)
+// Cache derives the interface cache of the VMI from the snapshot.
+func (c *Call) Cache(snap *downwardapi.Snapshot) (Cache, error) {
+	ifaces, err := c.derive(snap).Interfaces()
 	if err != nil {
 		return Cache{}, fmt.Errorf("interface cache: %w", err)
 	}
-	return Cache{VMIUID: vmi.UID, Spec: vmi.Spec.Domain.Devices.Interfaces, Bound: ifaces, Primary: model.PrimaryFamily(snap, opts.PodIP)}, nil
+	return Cache{VMIUID: c.vmi.UID, Spec: c.vmi.Spec.Domain.Devices.Interfaces, Bound: ifaces, Primary: model.PrimaryFamily(snap, c.opts.PodIP)}, nil
 }
 
 // Entries returns the cache files, as the writer names and encodes them.

@@ -90,9 +90,9 @@ func noCloudInitVolume(vmi *model.VirtualMachineInstance) []Warning {
 		"(the admission policy in manifests/ rejects such VMs)"}}
 }
 
-func macMismatches(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, opts model.Options) []Warning {
+func macMismatches(ms []model.MACMismatch) []Warning {
 	var out []Warning
-	for _, m := range model.MACMismatches(vmi, snap, opts) {
+	for _, m := range ms {
 		out = append(out, Warning{Code: WarnMACMismatch, Interface: m.Interface, Message: fmt.Sprintf(
 			"spec.domain.devices.interfaces[].macAddress %s differs from the mac in %s for this interface: the guest NIC is matched by the VMI's; "+
 				"if the VF does not carry it, the guest config will not apply", m.VMI, m.ReportedBy)})
@@ -100,9 +100,9 @@ func macMismatches(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot
 	return out
 }
 
-func networkInfoMismatches(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, opts model.Options) []Warning {
+func networkInfoMismatches(ms []model.NetworkInfoMismatch) []Warning {
 	var out []Warning
-	for _, m := range model.NetworkInfoMismatches(vmi, snap, opts) {
+	for _, m := range ms {
 		out = append(out, Warning{Code: WarnNetworkInfoMismatch, Interface: m.Interface, Message: fmt.Sprintf(
 			"the %s in %s differs from the %s in %s for this interface: the one in %s is used (%s is KubeVirt's copy of it, "+
 				"so one of them is stale or was rewritten)", m.Field, m.Source, m.Field, downwardapi.NetworkStatusAnnotation,

@@ -1,7 +1,6 @@
 package cloudinit
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -144,34 +143,39 @@ func ndParts(plans []nicPlan, taken func(string) bool) []ndPart {
 // or same name) wins: ours for that NIC is left out. Everything of theirs is kept as it was, in their
 // order, unknown keys included: their data is handled as raw JSON values and only read, never re-typed.
 func MergeNetworkDataJSON(user []byte, ifaces []model.BoundInterface) ([]byte, error) {
-	plans, err := planNICs(ifaces)
-	if err != nil {
-		return nil, err
+	return mergeOnce(formats[dataSourceConfigDrive], user, ifaces)
+}
+
+// networkDataJSON is the user's network_data.json, parsed: the top-level object, its three lists as raw
+// values, the MACs and names of the links the user configures, and every link and network id (lower
+// case), which ours must not take.
+type networkDataJSON struct {
+	top                       map[string]json.RawMessage
+	links, networks, services []json.RawMessage
+	macs, names               []string
+	ids                       map[string]bool
+}
+
+// parseNetworkDataJSON parses the user's network_data.json (not blank) within the limits.
+func parseNetworkDataJSON(user []byte) (userNetwork, error) {
+	u := &networkDataJSON{top: map[string]json.RawMessage{}, ids: map[string]bool{}}
+	if err := checkJSONLimits(user); err != nil {
+		return nil, fmt.Errorf("configDrive networkData (network_data.json): %w", err)
 	}
-	top := map[string]json.RawMessage{}
-	var links, networks, services []json.RawMessage
-	if len(bytes.TrimSpace(user)) > 0 {
-		if err := checkJSONLimits(user); err != nil {
-			return nil, fmt.Errorf("configDrive networkData (network_data.json): %w", err)
-		}
-		if err := json.Unmarshal(user, &top); err != nil {
-			return nil, fmt.Errorf("configDrive networkData (network_data.json): not a JSON object: %w", err)
-		}
-		if top == nil { // the JSON literal null
-			top = map[string]json.RawMessage{}
-		}
-		for key, dst := range map[string]*[]json.RawMessage{"links": &links, "networks": &networks, "services": &services} {
-			if raw, ok := top[key]; ok && string(raw) != "null" {
-				if err := json.Unmarshal(raw, dst); err != nil {
-					return nil, fmt.Errorf("configDrive networkData (network_data.json): %q is not a list: %w", key, err)
-				}
+	if err := json.Unmarshal(user, &u.top); err != nil {
+		return nil, fmt.Errorf("configDrive networkData (network_data.json): not a JSON object: %w", err)
+	}
+	if u.top == nil { // the JSON literal null
+		u.top = map[string]json.RawMessage{}
+	}
+	for key, dst := range map[string]*[]json.RawMessage{"links": &u.links, "networks": &u.networks, "services": &u.services} {
+		if raw, ok := u.top[key]; ok && string(raw) != "null" {
+			if err := json.Unmarshal(raw, dst); err != nil {
+				return nil, fmt.Errorf("configDrive networkData (network_data.json): %q is not a list: %w", key, err)
 			}
 		}
 	}
-
-	ids := map[string]bool{}
-	var userMACs, userNames []string
-	for _, raw := range links {
+	for _, raw := range u.links {
 		var l struct {
 			ID   json.RawMessage `json:"id"`
 			MAC  *string         `json:"ethernet_mac_address"`
@@ -183,34 +187,45 @@ func MergeNetworkDataJSON(user []byte, ifaces []model.BoundInterface) ([]byte, e
 			continue
 		}
 		if l.MAC != nil {
-			userMACs = append(userMACs, *l.MAC)
+			u.macs = append(u.macs, *l.MAC)
 		}
 		if l.Name != nil {
-			userNames = append(userNames, *l.Name)
+			u.names = append(u.names, *l.Name)
 		}
 		var id string
 		if json.Unmarshal(l.ID, &id) == nil {
-			ids[strings.ToLower(id)] = true
+			u.ids[strings.ToLower(id)] = true
 		}
 	}
-	for _, raw := range networks {
+	for _, raw := range u.networks {
 		var n struct {
 			ID json.RawMessage `json:"id"`
 		}
 		var id string
 		if json.Unmarshal(raw, &n) == nil && json.Unmarshal(n.ID, &id) == nil {
-			ids[strings.ToLower(id)] = true
+			u.ids[strings.ToLower(id)] = true
 		}
 	}
+	return u, nil
+}
 
+// renderConfigDrive writes network_data.json for plans alone.
+func renderConfigDrive(plans []nicPlan) ([]byte, error) {
+	return (&networkDataJSON{top: map[string]json.RawMessage{}}).merge(plans)
+}
+
+func (u *networkDataJSON) keys() (macs, names []string) { return u.macs, u.names }
+
+// merge writes ours for the NICs the user does not configure, then theirs.
+func (u *networkDataJSON) merge(plans []nicPlan) ([]byte, error) {
 	kept := plans[:0:0]
 	for _, p := range plans {
-		if !configuredByUser(&p, userMACs, userNames) {
+		if !configuredByUser(&p, u.macs, u.names) {
 			kept = append(kept, p)
 		}
 	}
-	parts := ndParts(kept, func(id string) bool { return ids[strings.ToLower(id)] })
-	if hasDNSService(services) {
+	parts := ndParts(kept, func(id string) bool { return u.ids[strings.ToLower(id)] })
+	if hasDNSService(u.services) {
 		spreadDNSServices(parts)
 	}
 	var ourLinks, ourNetworks []json.RawMessage
@@ -228,9 +243,9 @@ func MergeNetworkDataJSON(user []byte, ifaces []model.BoundInterface) ([]byte, e
 			ourNetworks = append(ourNetworks, b)
 		}
 	}
-	links, networks = oursFirst(ourLinks, links), oursFirst(ourNetworks, networks)
+	links, networks := oursFirst(ourLinks, u.links), oursFirst(ourNetworks, u.networks)
 	ours := map[string]int{"links": len(ourLinks), "networks": len(ourNetworks)}
-	out, err := writeNetworkData(top, map[string][]json.RawMessage{"links": links, "networks": networks, "services": services}, ours)
+	out, err := writeNetworkData(u.top, map[string][]json.RawMessage{"links": links, "networks": networks, "services": u.services}, ours)
 	if err != nil {
 		return nil, fmt.Errorf("encoding network_data.json: %w", err)
 	}

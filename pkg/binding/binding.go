@@ -1,4 +1,4 @@
-package hooks
+package binding
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/hooks"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/pipeline"
@@ -28,8 +29,8 @@ type CacheWriter interface {
 	Sync(vmiUID string, specIfaces []model.Interface, bound []model.BoundInterface, primary model.Family) (ifacecache.SyncResult, error)
 }
 
-// BindingConfig configures a Binding.
-type BindingConfig struct {
+// Config configures a Binding.
+type Config struct {
 	Options     model.Options
 	WaitTimeout time.Duration
 	Snapshots   Snapshots
@@ -41,7 +42,7 @@ type BindingConfig struct {
 // the VF hostdev in OnDefineDomain, the guest network config in PreCloudInitIso, and the
 // interface cache after either. Interfaces not bound to us are never touched.
 type Binding struct {
-	cfg BindingConfig
+	cfg Config
 	log *slog.Logger
 
 	mu  sync.Mutex
@@ -57,16 +58,16 @@ type Binding struct {
 	}
 }
 
-// NewBinding checks cfg and returns a Binding.
-func NewBinding(cfg BindingConfig) (*Binding, error) {
+// New checks cfg and returns a Binding.
+func New(cfg Config) (*Binding, error) {
 	if cfg.Snapshots == nil {
-		return nil, errors.New("hooks: binding needs a snapshot source")
+		return nil, errors.New("binding: needs a snapshot source")
 	}
 	if cfg.Options.BindingName == "" {
-		return nil, errors.New("hooks: binding needs a binding name")
+		return nil, errors.New("binding: needs a binding name")
 	}
 	if cfg.WaitTimeout <= 0 {
-		return nil, fmt.Errorf("hooks: wait timeout %s must be positive", cfg.WaitTimeout)
+		return nil, fmt.Errorf("binding: wait timeout %s must be positive", cfg.WaitTimeout)
 	}
 	logger := cfg.Logger
 	if logger == nil {
@@ -78,75 +79,53 @@ func NewBinding(cfg BindingConfig) (*Binding, error) {
 // OnDefineDomain adds one <hostdev> per bound VF, waiting for device-info if it is not there yet.
 // It is idempotent: virt-launcher calls it several times per start (virtwrap/manager.go
 // allocateHotplugPorts), and on a migration target discards the result. The work is
-// pipeline.Domain's, the same call `render` makes.
+// pipeline.Call.OnDefineDomain's; `render` runs the same steps.
 func (b *Binding) OnDefineDomain(ctx context.Context, vmiJSON, domainXML []byte) ([]byte, error) {
-	vmi, err := decodeVMI(vmiJSON)
+	call, err := b.newCall(vmiJSON)
 	if err != nil {
 		return nil, err
 	}
-	// Parsed once for every question and the Apply.
-	doc, err := pipeline.ParseDomain(ctx, vmi, b.cfg.Options, domainXML)
-	if ended := contextEnded(ctx, pipeline.OnDefineDomain); ended != nil {
-		return nil, ended
-	}
+	out, warnings, err := call.OnDefineDomain(ctx, domainXML, b.wait)
 	if err != nil {
-		return nil, grpcError(err)
+		return nil, hooks.StatusError(err)
 	}
-	need, err := pipeline.DomainNeed(vmi, b.cfg.Options, doc)
-	if err != nil {
-		return nil, grpcError(err)
-	}
-	snap, err := b.wait(ctx, pipeline.OnDefineDomain, need)
-	if err != nil {
-		return nil, err
-	}
-	out, warnings, err := pipeline.Domain(vmi, snap, b.cfg.Options, domainXML, doc)
-	if ended := contextEnded(ctx, pipeline.OnDefineDomain); ended != nil {
-		return nil, ended // nobody waits for the result
-	}
-	if err != nil {
-		return nil, grpcError(err)
-	}
-	b.warn(pipeline.OnDefineDomain, vmi, warnings)
-	if len(model.BoundInterfaceNames(vmi, b.cfg.Options.BindingName)) > 0 {
-		b.remember(vmi)
-	}
+	b.done(pipeline.OnDefineDomain, call, warnings)
 	return out, nil
 }
 
 // PreCloudInitIso merges the guest network config of every bound interface into the user's
-// cloud-init, waiting for the annotations it needs. The work is pipeline.CloudInit's, the same call
-// `render` makes.
+// cloud-init, waiting for the annotations it needs. The work is pipeline.Call.PreCloudInitIso's;
+// `render` runs the same steps.
 func (b *Binding) PreCloudInitIso(ctx context.Context, vmiJSON, cloudInitData, noCloudSource []byte) ([]byte, []byte, error) {
-	vmi, err := decodeVMI(vmiJSON)
+	call, err := b.newCall(vmiJSON)
 	if err != nil {
 		return nil, nil, err
 	}
-	snap, err := b.wait(ctx, pipeline.PreCloudInitIso, pipeline.CloudInitNeed(vmi, b.cfg.Options))
+	data, source, warnings, err := call.PreCloudInitIso(ctx, cloudInitData, noCloudSource, b.wait)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, hooks.StatusError(err)
 	}
-	if ended := contextEnded(ctx, pipeline.PreCloudInitIso); ended != nil {
-		return nil, nil, ended
-	}
-	data, source, warnings, err := pipeline.CloudInit(vmi, snap, b.cfg.Options, cloudInitData, noCloudSource)
-	if ended := contextEnded(ctx, pipeline.PreCloudInitIso); ended != nil {
-		return nil, nil, ended // nobody waits for the result (the merge itself is bounded: cloudinit limits)
-	}
-	if err != nil {
-		return nil, nil, grpcError(err)
-	}
-	b.warn(pipeline.PreCloudInitIso, vmi, warnings)
-	if len(model.BoundInterfaceNames(vmi, b.cfg.Options.BindingName)) > 0 {
-		b.remember(vmi)
-	}
+	b.done(pipeline.PreCloudInitIso, call, warnings)
 	return data, source, nil
 }
 
-// warn logs each warning as one WARN line with fields (names only, never annotation values).
-func (b *Binding) warn(hook string, vmi *model.VirtualMachineInstance, warnings []pipeline.Warning) {
+func (b *Binding) newCall(vmiJSON []byte) (*pipeline.Call, error) {
+	vmi, err := pipeline.DecodeVMI(vmiJSON)
+	if err != nil {
+		return nil, hooks.StatusError(hooks.InvalidVMI(err))
+	}
+	return pipeline.NewCall(vmi, b.cfg.Options), nil
+}
+
+// done logs each warning of a successful hook call as one WARN line with fields (names only, never
+// annotation values), and hands a VMI with bound interfaces to the cache refresher.
+func (b *Binding) done(hook string, call *pipeline.Call, warnings []pipeline.Warning) {
+	vmi := call.VMI()
 	for _, w := range warnings {
 		b.log.Warn("check the VMI", "hook", hook, "vmi", vmi.Namespace+"/"+vmi.Name, "code", w.Code, "interface", w.Interface, "detail", w.Message)
+	}
+	if call.Bound() {
+		b.remember(vmi)
 	}
 }
 
@@ -167,27 +146,19 @@ func (b *Binding) wait(ctx context.Context, hook string, need pipeline.Need) (*d
 	for _, m := range missing {
 		items = append(items, m.String())
 	}
-	b.log.Info("waiting for data", "hook", hook, "timeout", b.cfg.WaitTimeout, "missingCount", len(items), "missing", firstNames(items))
+	b.log.Info("waiting for data", "hook", hook, "timeout", b.cfg.WaitTimeout, "missingCount", len(items), "missing", hooks.FirstNames(items))
 	snap, err := b.cfg.Snapshots.Wait(ctx, need)
 	if err != nil {
 		var missing *downwardapi.MissingError
 		if errors.As(err, &missing) {
 			b.log.Warn("data still missing", "hook", hook, "waited", time.Since(start), "missing", len(missing.Items))
 		}
-		return nil, grpcError(fmt.Errorf("%s: waited %s for DownwardAPI data: %w", hook, time.Since(start).Round(time.Millisecond), err))
+		return nil, fmt.Errorf("%s: waited %s for DownwardAPI data: %w", hook, time.Since(start).Round(time.Millisecond), err)
 	}
 	if waited := time.Since(start); waited > time.Millisecond {
 		b.log.Info("data arrived", "hook", hook, "waited", waited, "generation", snap.Generation)
 	}
 	return snap, nil
-}
-
-func decodeVMI(vmiJSON []byte) (*model.VirtualMachineInstance, error) {
-	vmi, err := model.DecodeVMI(vmiJSON)
-	if err != nil {
-		return nil, grpcError(&vmiError{err})
-	}
-	return vmi, nil
 }
 
 // remember records the VMI for the cache refresher and wakes it. The cache is written there, off
@@ -226,12 +197,12 @@ func (b *Binding) syncCache(c pipeline.Cache, generation uint64) (ok bool) {
 	}
 	res, err := b.cfg.Cache.Sync(c.VMIUID, c.Spec, c.Bound, c.Primary)
 	if err != nil {
-		b.log.Warn("interface cache not fully written", "vmiUID", c.VMIUID, "generation", generation, "error", boundedError(err))
+		b.log.Warn("interface cache not fully written", "vmiUID", c.VMIUID, "generation", generation, "error", hooks.BoundedError(err))
 	}
 	if len(res.Written)+len(res.Removed) > 0 {
 		b.log.Info("interface cache updated", "vmiUID", c.VMIUID, "generation", generation,
-			"writtenCount", len(res.Written), "written", firstNames(res.Written),
-			"removedCount", len(res.Removed), "removed", firstNames(res.Removed))
+			"writtenCount", len(res.Written), "written", hooks.FirstNames(res.Written),
+			"removedCount", len(res.Removed), "removed", hooks.FirstNames(res.Removed))
 	} else if err == nil {
 		b.log.Debug("interface cache checked", "vmiUID", c.VMIUID, "generation", generation, "unchanged", len(res.Unchanged))
 	}
@@ -324,11 +295,11 @@ func (b *Binding) refreshOnce() (ok bool) {
 		// back only when either changes: nothing but this refresher writes there.)
 		return true
 	}
-	cache, err := pipeline.CacheFor(vmi, snap, b.cfg.Options)
+	cache, err := pipeline.NewCall(vmi, b.cfg.Options).Cache(snap)
 	if err != nil {
 		// Bad or missing data: the entries written from earlier data stay (no flap originates here),
 		// and the next data change tries again; retrying the same data would fail the same way.
-		b.log.Warn("interface cache not refreshed", "generation", snap.Generation, "error", boundedError(err))
+		b.log.Warn("interface cache not refreshed", "generation", snap.Generation, "error", hooks.BoundedError(err))
 		return true
 	}
 	if !b.syncCache(cache, snap.Generation) {
@@ -336,4 +307,32 @@ func (b *Binding) refreshOnce() (ok bool) {
 	}
 	b.synced.vmi, b.synced.generation = vmi, snap.Generation
 	return true
+}
+
+// Sources are the DownwardAPI files the binding reads: the device-info file and the pod-info directory
+// (either may be empty: not mounted).
+type Sources struct {
+	DeviceInfoFile string
+	PodInfoDir     string
+}
+
+// Watch reads sources once and then watches them (downwardapi.Watcher: fsnotify on the directories,
+// kubelet's AtomicWriter swaps); the caller closes it.
+func Watch(src Sources, logger *slog.Logger) (*downwardapi.Watcher, error) {
+	return downwardapi.NewWatcher(downwardapi.Config{DeviceInfoFile: src.DeviceInfoFile, PodInfoDir: src.PodInfoDir, Logger: logger})
+}
+
+// ReadOnce reads sources once (render's --pod-info-dir): the watcher's first synchronous read.
+func ReadOnce(src Sources) (*downwardapi.Snapshot, error) {
+	w, err := Watch(src, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
+	return w.Snapshot(), nil
+}
+
+// CacheDir is the interface cache writer rooted at dir (KubeVirt's layout <dir>/<vmi-uid>/<iface>).
+func CacheDir(dir string, logger *slog.Logger) CacheWriter {
+	return ifacecache.NewWriter(dir, logger)
 }

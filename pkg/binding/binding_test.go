@@ -1,4 +1,4 @@
-package hooks
+package binding
 
 import (
 	"bytes"
@@ -68,7 +68,7 @@ func loadSample(t testing.TB) (map[string]string, []byte) {
 func newTestBinding(t testing.TB, annotations map[string]string, cache CacheWriter) *Binding {
 	t.Helper()
 	snap := downwardapi.SnapshotFromMaps(nil, annotations)
-	b, err := NewBinding(BindingConfig{
+	b, err := New(Config{
 		Options:     model.Options{BindingName: "sriov-udn"},
 		WaitTimeout: 200 * time.Millisecond,
 		Snapshots:   fixedSnapshots{snap: snap},

@@ -1,0 +1,108 @@
+package cloudinit
+
+import (
+	"bytes"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
+)
+
+// format is what one KubeVirt DataSource makes of the network config: how the user's networkData is
+// read, how ours is written alone, and whether cloudbase-init's script (windows.go) can ride along.
+type format struct {
+	// parse reads the user's networkData (not blank) within the limits; nil, nil when it configures
+	// nothing. Errors name the source.
+	parse func(user []byte) (userNetwork, error)
+	// alone writes ours when the user gave no networkData.
+	alone func(plans []nicPlan) ([]byte, error)
+	// windowsScript: the cloudbase-init script applies to this DataSource (cloudbase-init reads
+	// ConfigDrive only).
+	windowsScript bool
+}
+
+// formats holds one format per DataSource value of KubeVirt's cloudinit.DataSourceType
+// (pkg/cloud-init/cloud-init.go); a new datasource is one entry here.
+var formats = map[string]format{
+	dataSourceNoCloud:     {parse: parseNoCloud, alone: renderV1},
+	dataSourceConfigDrive: {parse: parseNetworkDataJSON, alone: renderConfigDrive, windowsScript: true},
+}
+
+// userNetwork is the user's networkData of one format, parsed once per call.
+type userNetwork interface {
+	// keys are the MACs and names of the NICs the user configures: theirs win over ours.
+	keys() (macs, names []string)
+	// merge adds ours for the NICs the user does not configure and writes the result. Called once:
+	// it may change the parsed document.
+	merge(plans []nicPlan) ([]byte, error)
+}
+
+// Plans is our guest config of each NIC, validated once per call (planNICs) and read by every writer:
+// the network config, the Windows script and the report of the NICs the user configures.
+type Plans struct {
+	dataSource string
+	format     format
+	plans      []nicPlan
+}
+
+// UserNetwork is the user's networkData of one CloudInitData, parsed once per call; parsed is nil when
+// the user gave none.
+type UserNetwork struct {
+	parsed userNetwork
+}
+
+func (u *UserNetwork) keys() (macs, names []string) {
+	if u == nil || u.parsed == nil {
+		return nil, nil
+	}
+	return u.parsed.keys()
+}
+
+// write is the network config of one format: ours alone, or merged into the user's.
+func (u *UserNetwork) write(f format, plans []nicPlan) ([]byte, error) {
+	if u == nil || u.parsed == nil {
+		return f.alone(plans)
+	}
+	return u.parsed.merge(plans)
+}
+
+// parseUser parses user in format f, or gives an empty UserNetwork when it is blank (whitespace alone
+// configures nothing, as in WithPodNIC).
+func parseUser(f format, user []byte) (*UserNetwork, error) {
+	if len(bytes.TrimSpace(user)) == 0 {
+		return &UserNetwork{}, nil
+	}
+	parsed, err := f.parse(user)
+	if err != nil {
+		return nil, err
+	}
+	return &UserNetwork{parsed: parsed}, nil
+}
+
+// mergeOnce plans ifaces, parses user and merges them: the whole network config of one format for
+// the callers that have nothing else to do with the plans or the parse (MergeNoCloud,
+// MergeNetworkDataJSON).
+func mergeOnce(f format, user []byte, ifaces []model.BoundInterface) ([]byte, error) {
+	plans, err := planNICs(ifaces)
+	if err != nil {
+		return nil, err
+	}
+	u, err := parseUser(f, user)
+	if err != nil {
+		return nil, err
+	}
+	return u.write(f, plans)
+}
+
+// userConfigured names the planned NICs the user configures (by MAC or guest name).
+func userConfigured(plans []nicPlan, u *UserNetwork) []string {
+	macs, names := u.keys()
+	if len(macs)+len(names) == 0 {
+		return nil
+	}
+	var out []string
+	for i := range plans {
+		if configuredByUser(&plans[i], macs, names) {
+			out = append(out, plans[i].iface)
+		}
+	}
+	return out
+}
