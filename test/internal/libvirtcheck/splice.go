@@ -99,6 +99,11 @@ var (
 	emulatorRe = regexp.MustCompile(`(?s)<emulator>.*?</emulator>`)
 	devicesRe  = regexp.MustCompile(`<devices>`)
 	machineRe  = regexp.MustCompile(`machine="pc-q35-rhel[^"]*"`)
+	memoryRe   = regexp.MustCompile(`<memory[ >]`)
+	osRe       = regexp.MustCompile(`<os[ >]`)
+	// What KubeVirt's api.DomainSpec marshals to when a fixture leaves memory and os unset.
+	emptyMemoryRe = regexp.MustCompile(`<memory unit="">0</memory>`)
+	emptyOSRe     = regexp.MustCompile(`(?s)<os>\s*<type></type>\s*</os>`)
 )
 
 // Emulator is qemu in the trixie tools root.
@@ -106,9 +111,20 @@ const Emulator = "/usr/bin/qemu-system-x86_64"
 
 // ForThisLibvirt adapts what in a KubeVirt domain names the launcher image rather than the domain: the
 // emulator path (KubeVirt's images have /usr/libexec/qemu-kvm, or the converter leaves it out) and RHEL
-// machine types, which Debian's qemu does not know, become the tools root's qemu and plain q35.
+// machine types, which Debian's qemu does not know, become the tools root's qemu and plain q35. A test
+// fixture built from the network part of the domain only (test/integration, test/guest; its empty
+// <memory> and <os> as api.DomainSpec marshals them) gets the <memory> and <os> every domain virt-launcher
+// defines has.
 func ForThisLibvirt(domainXML []byte) []byte {
 	out := machineRe.ReplaceAll(domainXML, []byte(`machine="q35"`))
+	out = emptyMemoryRe.ReplaceAll(out, nil)
+	out = emptyOSRe.ReplaceAll(out, nil)
+	if !memoryRe.Match(out) {
+		out = devicesRe.ReplaceAll(out, []byte("<memory unit='MiB'>128</memory><devices>"))
+	}
+	if !osRe.Match(out) {
+		out = devicesRe.ReplaceAll(out, []byte("<os><type arch='x86_64' machine='q35'>hvm</type></os><devices>"))
+	}
 	emulator := []byte("<emulator>" + Emulator + "</emulator>")
 	if emulatorRe.Match(out) {
 		return emulatorRe.ReplaceAll(out, emulator)

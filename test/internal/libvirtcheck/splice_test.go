@@ -54,10 +54,14 @@ func TestChangedDevices_WhatTheHookAddedOrChanged(t *testing.T) {
 
 func TestForThisLibvirt_EmulatorAndMachineOfTheToolsRoot(t *testing.T) {
 	tests := []struct{ name, in, want string }{
-		{"no emulator", `<domain><os><type machine="q35">hvm</type></os><devices><disk/></devices></domain>`,
-			`<domain><os><type machine="q35">hvm</type></os><devices><emulator>/usr/bin/qemu-system-x86_64</emulator><disk/></devices></domain>`},
-		{"KubeVirt's emulator and RHEL machine", `<domain><os><type machine="pc-q35-rhel9.6.0">hvm</type></os><devices><emulator>/usr/libexec/qemu-kvm</emulator></devices></domain>`,
-			`<domain><os><type machine="q35">hvm</type></os><devices><emulator>/usr/bin/qemu-system-x86_64</emulator></devices></domain>`},
+		{"no emulator", `<domain><memory unit="b">1</memory><os><type machine="q35">hvm</type></os><devices><disk/></devices></domain>`,
+			`<domain><memory unit="b">1</memory><os><type machine="q35">hvm</type></os><devices><emulator>/usr/bin/qemu-system-x86_64</emulator><disk/></devices></domain>`},
+		{"KubeVirt's emulator and RHEL machine", `<domain><memory>1</memory><os><type machine="pc-q35-rhel9.6.0">hvm</type></os><devices><emulator>/usr/libexec/qemu-kvm</emulator></devices></domain>`,
+			`<domain><memory>1</memory><os><type machine="q35">hvm</type></os><devices><emulator>/usr/bin/qemu-system-x86_64</emulator></devices></domain>`},
+		{"a fixture's empty memory and os", "<domain><memory unit=\"\">0</memory><os>\n\t<type></type>\n</os><devices></devices></domain>",
+			`<domain><memory unit='MiB'>128</memory><os><type arch='x86_64' machine='q35'>hvm</type></os><devices><emulator>/usr/bin/qemu-system-x86_64</emulator></devices></domain>`},
+		{"a fixture with devices only", `<domain><name>n</name><devices></devices></domain>`,
+			`<domain><name>n</name><memory unit='MiB'>128</memory><os><type arch='x86_64' machine='q35'>hvm</type></os><devices><emulator>/usr/bin/qemu-system-x86_64</emulator></devices></domain>`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
