@@ -13,7 +13,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	k8sv1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	k8smeta "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -88,7 +87,8 @@ func newVMI(ours ...v1.Interface) *v1.VirtualMachineInstance {
 	vmi := &v1.VirtualMachineInstance{
 		ObjectMeta: k8smeta.ObjectMeta{Name: "vmi-udn", Namespace: "default", UID: types.UID("8a2b6d5e-0000-4000-8000-000000000001")},
 	}
-	vmi.Spec.Domain.Resources.Requests = k8sv1.ResourceList{k8sv1.ResourceMemory: resource.MustParse("128Mi")}
+	guest := resource.MustParse("128Mi")
+	vmi.Spec.Domain.Memory = &v1.Memory{Guest: &guest}
 	vmi.Spec.Domain.Devices.Disks = []v1.Disk{{Name: "cloudinit", DiskDevice: v1.DiskDevice{Disk: &v1.DiskTarget{Bus: v1.DiskBusVirtio}}}}
 	vmi.Spec.Volumes = []v1.Volume{{Name: "cloudinit", VolumeSource: v1.VolumeSource{CloudInitNoCloud: &v1.CloudInitNoCloudSource{UserData: "#cloud-config\n"}}}}
 	vmi.Spec.Domain.Devices.Interfaces = []v1.Interface{
