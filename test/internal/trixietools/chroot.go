@@ -23,6 +23,12 @@ type Mount struct {
 // concurrent commands (other tests, other runs) do not see each other's. The command's pid is the tool's
 // own (unshare, sh and chroot each exec the next), which a daemon's socket activation relies on.
 func (r Root) Command(ctx context.Context, mounts []Mount, name string, args ...string) (*exec.Cmd, error) {
+	return r.CommandInNetns(ctx, "", mounts, name, args...)
+}
+
+// CommandInNetns is Command run in the network namespace netns (a name under /run/netns, as `ip netns add`
+// makes it; "" keeps the caller's): qemu opening a tap that lives there.
+func (r Root) CommandInNetns(ctx context.Context, netns string, mounts []Mount, name string, args ...string) (*exec.Cmd, error) {
 	unshare, err := debroot.FindCommand("unshare")
 	if err != nil {
 		return nil, err
@@ -32,8 +38,15 @@ func (r Root) Command(ctx context.Context, mounts []Mount, name string, args ...
 		return nil, err
 	}
 	script := mountScript(r.Dir, mounts) + "export LISTEN_PID=$$\nexec " + shellQuote(chroot) + " " + shellQuote(r.Dir) + ` "$@"`
-	full := append([]string{"-m", "--propagation", "private", "--", "/bin/sh", "-ec", script, "sh", name}, args...)
-	cmd := exec.CommandContext(ctx, unshare, full...)
+	full := append([]string{unshare, "-m", "--propagation", "private", "--", "/bin/sh", "-ec", script, "sh", name}, args...)
+	if netns != "" {
+		nsenter, err := debroot.FindCommand("nsenter")
+		if err != nil {
+			return nil, err
+		}
+		full = append([]string{nsenter, "--net=/run/netns/" + netns, "--"}, full...)
+	}
+	cmd := exec.CommandContext(ctx, full[0], full[1:]...)
 	cmd.Env = debroot.CommandEnv()
 	return cmd, nil
 }
