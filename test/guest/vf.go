@@ -288,3 +288,6 @@ func (g *vfGuest) Stop(bound time.Duration) {
 		_ = g.cmd.Process.Kill()
 	}
 }
+
+// Uptime is the time since qemu started.
+func (g *vfGuest) Uptime() time.Duration { return time.Since(g.start) }

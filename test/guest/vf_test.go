@@ -166,7 +166,10 @@ func parseVFReport(t *testing.T, text string) *vfReport {
 			out.GuestPings[addr] = res
 		}
 	}
-	out.CloudInitRuns, _ = strconv.Atoi(strings.TrimSpace(r.Sections["cloudinitruns"]))
+	runs, err := strconv.Atoi(strings.TrimSpace(r.Sections["cloudinitruns"]))
+	require.NoErrorf(t, err, "report section cloudinitruns")
+	require.Positive(t, runs, "cloud-init started no stage in this boot")
+	out.CloudInitRuns = runs
 	return out
 }
 
@@ -319,11 +322,12 @@ func TestGuestVF_TwoIgbVFsOnTwoNetworks_ConfiguredFromSidecar_PingedBothWays_Bac
 
 	ctx, cancel := context.WithTimeout(context.Background(), vfBootTimeout)
 	defer cancel()
+	before := g.Uptime()
 	require.NoError(t, g.Send("replug"))
 	text, took, err := g.NextReport(ctx)
 	*reports = append(*reports, text)
 	require.NoError(t, err, "the report after the VFs were unplugged and plugged back")
-	env.record("VF report after unplug and plug", took)
+	env.record("VF unplug, plug and report again", took-before)
 	again := parseVFReport(t, text)
 	t.Run("AfterUnplugAndPlug", func(t *testing.T) {
 		assert.Containsf(t, again.VFSetup, "sriov_numvfs=0 (unplugged)", "the VFs were unplugged")
