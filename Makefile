@@ -6,6 +6,10 @@ VERSION      ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo
 BIN          ?= bin/sriov-udn-binding
 IMAGE        ?= ghcr.io/sriov-udn-binding/sriov-udn-binding:$(VERSION)
 E2E_IMAGE    ?= sriov-udn-binding:e2e
+# The image `make image-local` builds with no registry, and the podman it uses (test/container passes its own
+# storage root and runtime here).
+LOCAL_IMAGE  ?= localhost/sriov-udn-binding:$(VERSION)
+PODMAN       ?= podman
 CONTAINER_TOOL ?= $(shell command -v podman >/dev/null 2>&1 && echo podman || echo docker)
 STATICCHECK  := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # golangci-lint v2.15.0 builds with Go 1.26; `go run pkg@version` caches the built tool after the first run.
@@ -39,7 +43,7 @@ define for_kubevirt
 	if [ -n "$$failed" ]; then echo "== $(4) failed on KubeVirt$$failed"; exit 1; fi
 endef
 
-.PHONY: help build check-build test test-unit tidy-check test-integration test-manifests test-guest test-libvirt test-kubevirt-patches test-vet-matrix modfiles modfiles-check demo bench bench-largest bench-micro lint fuzz image e2e clean
+.PHONY: help build check-build test test-unit tidy-check test-integration test-manifests test-guest test-libvirt test-kubevirt-patches test-vet-matrix modfiles modfiles-check demo bench bench-largest bench-micro lint fuzz image image-local test-container e2e clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -62,14 +66,15 @@ test: ## every test: unit, integration (KubeVirt hook Manager, kubelet AtomicWri
 	$(MAKE) test-manifests
 	$(MAKE) test-kubevirt-patches
 	$(MAKE) test-controlplane
+	$(MAKE) test-container
 	SRIOV_UDN_DOMAIN_RECORD_DIR=$(DOMAIN_RECORD_DIR) $(MAKE) test-guest
 	SRIOV_UDN_DOMAIN_RECORD_DIR=$(DOMAIN_RECORD_DIR) $(MAKE) test-libvirt
 
 test-unit: ## unit tests of the sidecar module only, under the race detector
 	go test -race -count=1 ./...
 
-test-integration: ## the test/ module without the guest boot and libvirt's checks, once per KubeVirt version (KUBEVIRT_VERSIONS)
-	$(call for_kubevirt,./...,/(guest|libvirt)$$,go test $$mf -count=1 $$pkgs,go test)
+test-integration: ## the test/ module without the guest boot, the container and libvirt's checks, once per KubeVirt version (KUBEVIRT_VERSIONS)
+	$(call for_kubevirt,./...,/(guest|container|libvirt)$$,go test $$mf -count=1 $$pkgs,go test)
 
 # Where test-integration and test-guest leave each domain the sidecar returned through KubeVirt's hook Manager
 # (test/internal/harness RecordDomain) for test-libvirt; `make test` empties it first.
@@ -140,8 +145,21 @@ test-manifests: ## manifests decode strictly and kustomize builds, per KubeVirt 
 test-controlplane: ## manifests/ on a real kube-apiserver + etcd: kubectl apply -k, policy verdicts, the launcher pod KubeVirt renders
 	cd test/controlplane && go vet ./... && go test -count=1 -timeout 20m ./...
 
-image: ## container image (IMAGE=..., VERSION=..., CONTAINER_TOOL=docker|podman)
-	$(CONTAINER_TOOL) build -f images/Containerfile --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+image: ## container image, compiled in the golang image on distroless/static: needs a registry (IMAGE=..., VERSION=..., CONTAINER_TOOL=docker|podman)
+	$(CONTAINER_TOOL) build -f images/Containerfile --build-arg BINARY_FROM=build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+
+# The same Containerfile and final stage as `image`, chosen by build args: the binary `make build` wrote, on
+# scratch. It pulls nothing. The prebuilt stage copies bin/sriov-udn-binding, hence the fixed BIN.
+image-local: ## the same image with no registry: scratch + the binary `make build` makes, built by podman (LOCAL_IMAGE=..., PODMAN=...)
+	@$(MAKE) --no-print-directory build check-build BIN=bin/sriov-udn-binding
+	$(PODMAN) build -f images/Containerfile --build-arg BINARY_FROM=prebuilt --build-arg BASE_IMAGE=scratch \
+	  --build-arg VERSION=$(VERSION) -t $(LOCAL_IMAGE) .
+
+# Once, against test/go.mod's KubeVirt: the hook Manager it drives the container with is byte-identical in
+# every version of the matrix (README "Upgrade path"), and test-integration drives the bare binary with each.
+test-container: ## build the image offline (image-local), inspect it, run it as KubeVirt would (root, podman, runc)
+	@for t in podman runc; do command -v $$t >/dev/null || { echo "test-container needs $$t (apt-get install podman runc; .ci/run does)"; exit 1; }; done
+	cd test && go vet ./container/... && go test -count=1 -timeout 15m -v ./container/...
 
 e2e: ## kind end-to-end suite: needs docker, kind, kubectl and network; 20-40 min; not run in CI
 	$(MAKE) image IMAGE=$(E2E_IMAGE) CONTAINER_TOOL=docker
