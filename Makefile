@@ -43,7 +43,7 @@ define for_kubevirt
 	if [ -n "$$failed" ]; then echo "== $(4) failed on KubeVirt$$failed"; exit 1; fi
 endef
 
-.PHONY: help build check-build check test test-unit tidy-check test-integration test-manifests test-guest test-kubevirt-patches test-vet-matrix modfiles modfiles-check demo bench bench-largest bench-micro lint fuzz image image-local test-container e2e clean
+.PHONY: help build check-build check test test-unit tidy-check test-integration test-manifests test-guest test-libvirt test-kubevirt-patches test-vet-matrix modfiles modfiles-check demo bench bench-largest bench-micro lint fuzz image image-local test-container e2e clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -56,28 +56,41 @@ check-build: ## fail unless $(BIN) is static, built with $(GOTAGS) and stamped w
 	go version -m $(BIN) | grep -q -- '-tags=$(GOTAGS)'
 	grep -qaF -- '$(VERSION)' $(BIN)
 
-test: ## every test: unit, integration (KubeVirt hook Manager, kubelet AtomicWriter, cloud-init), guest boot
+test: ## every test: unit, integration (KubeVirt hook Manager, kubelet AtomicWriter, cloud-init), guest boot, libvirt's checks
 	go vet ./...
 	go test -race -count=1 ./...
 	$(MAKE) modfiles-check
 	$(MAKE) test-vet-matrix
-	$(MAKE) test-integration
+	rm -rf $(DOMAIN_RECORD_DIR)
+	SRIOV_UDN_DOMAIN_RECORD_DIR=$(DOMAIN_RECORD_DIR) $(MAKE) test-integration
 	$(MAKE) test-manifests
 	$(MAKE) test-kubevirt-patches
 	$(MAKE) test-controlplane
 	$(MAKE) test-container
-	$(MAKE) test-guest
+	SRIOV_UDN_DOMAIN_RECORD_DIR=$(DOMAIN_RECORD_DIR) $(MAKE) test-guest
+	SRIOV_UDN_DOMAIN_RECORD_DIR=$(DOMAIN_RECORD_DIR) $(MAKE) test-libvirt
 
 test-unit: ## unit tests of the sidecar module only, under the race detector
 	go test -race -count=1 ./...
 
 check: lint test-unit ## the inner loop: lint, then the sidecar module's unit tests under -race; no root, qemu or network (make test is the full suite)
 
-test-integration: ## the test/ module without the guest boot and the container, once per KubeVirt version (KUBEVIRT_VERSIONS)
-	$(call for_kubevirt,./...,/(guest|container)$$,go test $$mf -count=1 $$pkgs,go test)
+test-integration: ## the test/ module without the guest boot, the container and libvirt's checks, once per KubeVirt version (KUBEVIRT_VERSIONS)
+	$(call for_kubevirt,./...,/(guest|container|libvirt)$$,go test $$mf -count=1 $$pkgs,go test)
 
-test-guest: ## boot a real Debian guest with cloud-init on the ISO KubeVirt builds from our output, per KubeVirt version
-	$(call for_kubevirt,./guest/...,,go test $$mf -count=1 -timeout 30m -v $$pkgs,guest boot)
+# Where test-integration and test-guest leave each domain the sidecar returned through KubeVirt's hook Manager
+# (test/internal/harness RecordDomain) for test-libvirt; `make test` empties it first.
+DOMAIN_RECORD_DIR ?= $(CURDIR)/bin/recorded-domains
+
+test-libvirt: ## libvirt 11.3's own checks (virt-xml-validate, virsh define) on the sidecar's domains, recorded ones included (SRIOV_UDN_DOMAIN_RECORD_DIR)
+	$(call for_kubevirt,./libvirt/...,,go test $$mf -count=1 -timeout 30m -v $$pkgs,libvirt checks)
+
+# The VF scenarios of test-guest run on these KubeVirt versions only: the VF adds nothing version-specific
+# (the virtio scenarios run the pre-start path on every version), and each costs minutes of TCG.
+GUEST_VF_KUBEVIRT_VERSIONS ?= $(shell .ci/kubevirt-modfiles base)
+
+test-guest: ## boot a real Debian guest with cloud-init on the ISO KubeVirt builds from our output, per KubeVirt version; a real igb VF under qemu 10
+	$(call for_kubevirt,./guest/...,,GUEST_VF_KUBEVIRT_VERSIONS="$(GUEST_VF_KUBEVIRT_VERSIONS)" go test $$mf -count=1 -timeout 45m -v $$pkgs,guest boot)
 
 test-vet-matrix: ## go vet the test/ module (and its e2e tag) against each KubeVirt version
 	$(call for_kubevirt,./...,,go vet $$mf $$pkgs,go vet)

@@ -151,6 +151,9 @@ type attachment struct {
 	StatusIPs     []string
 	StatusGateway []string
 	StatusDefault bool
+	// StatusDNS and StatusMTU are network-status "dns" and "mtu" (zero: absent).
+	StatusDNS nadv1.DNS
+	StatusMTU int
 }
 
 // clusterDefault is the pod's cluster default network entry (eth0), infrastructure-locked when a
@@ -218,7 +221,7 @@ func podAnnotationsWithPodMAC(vmi *kvv1.VirtualMachineInstance, defaultRole, pod
 		deviceInfo := &nadv1.DeviceInfo{Type: nadv1.DeviceInfoTypePCI, Version: "1.1.0", Pci: &nadv1.PciDevice{PciAddress: a.PCI}}
 		statuses = append(statuses, nadv1.NetworkStatus{
 			Name: a.Iface.NAD, Interface: podIface, IPs: a.StatusIPs, Mac: a.Iface.MAC,
-			Default: a.StatusDefault, Gateway: a.StatusGateway, DeviceInfo: deviceInfo,
+			Default: a.StatusDefault, Gateway: a.StatusGateway, DeviceInfo: deviceInfo, DNS: a.StatusDNS, Mtu: a.StatusMTU,
 		})
 		selections = append(selections, selection{Name: nad, Namespace: ns, MAC: a.Iface.MAC, Interface: podIface})
 		networkInfo.Interfaces = append(networkInfo.Interfaces, networkInfoIface{Network: a.Iface.Name, DeviceInfo: deviceInfo, Mac: a.Iface.MAC})

@@ -276,8 +276,9 @@ func (e *guestEnv) preStart(t *testing.T, st start, work string) (*cloudinit.Clo
 	require.NoError(t, hooks.GetManager().Collect(1, collectTimeout), "collect the sidecar socket")
 	data, err := launcherPreStart(st.vmi, e.secretsDir)
 	require.NoErrorf(t, err, "sidecar logs:\n%s", p.Logs())
-	dom, err := launcherDefineDomain(st.vmi, st.kubevirtPodMAC)
+	dom, sent, returned, err := launcherDefineDomain(st.vmi, st.kubevirtPodMAC)
 	require.NoErrorf(t, err, "sidecar logs:\n%s", p.Logs())
+	harness.RecordDomain(t, sent, returned) // test/libvirt runs libvirt's checks on it
 	// virt-launcher calls Shutdown after qemu exits; the sidecar must answer it.
 	require.NoErrorf(t, hooks.GetManager().Shutdown(), "sidecar logs:\n%s", p.Logs())
 	_ = p.Signal(syscall.SIGTERM)

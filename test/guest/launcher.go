@@ -97,8 +97,8 @@ func launcherGenerateISO(vmi *kvv1.VirtualMachineInstance, data *cloudinit.Cloud
 // (pkg/network/domainspec/generators.go), which writes the pod interface's MAC into a pod NIC whose
 // VMI sets none, as virt-launcher does before OnDefineDomain (virtwrap/manager.go preStartHook). With
 // podIfaceMAC empty the pod NIC reaches the sidecar without a MAC. The caller must have collected the
-// sidecar. It returns the domain virt-launcher would define.
-func launcherDefineDomain(vmi *kvv1.VirtualMachineInstance, podIfaceMAC string) (*api.DomainSpec, error) {
+// sidecar. It returns the domain virt-launcher would define, and the XML the Manager sent and got back.
+func launcherDefineDomain(vmi *kvv1.VirtualMachineInstance, podIfaceMAC string) (spec *api.DomainSpec, sent, returned []byte, err error) {
 	attachment := map[string]string{}
 	for _, iface := range vmi.Spec.Domain.Devices.Interfaces {
 		if iface.Masquerade != nil || iface.Bridge != nil {
@@ -110,12 +110,12 @@ func launcherDefineDomain(vmi *kvv1.VirtualMachineInstance, podIfaceMAC string) 
 	dom.Spec.Name = vmi.Namespace + "_" + vmi.Name
 	configurator := netconverter.NewDomainConfigurator(netconverter.WithDomainAttachmentByInterfaceName(attachment))
 	if err := configurator.Configure(vmi, dom); err != nil {
-		return nil, fmt.Errorf("KubeVirt's network domain configurator: %w", err)
+		return nil, nil, nil, fmt.Errorf("KubeVirt's network domain configurator: %w", err)
 	}
 	if podIfaceMAC != "" {
 		mac, err := net.ParseMAC(podIfaceMAC)
 		if err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 		for i := range vmi.Spec.Domain.Devices.Interfaces {
 			iface := &vmi.Spec.Domain.Devices.Interfaces[i]
@@ -125,19 +125,23 @@ func launcherDefineDomain(vmi *kvv1.VirtualMachineInstance, podIfaceMAC string) 
 			network := vmispec.LookupNetworkByName(vmi.Spec.Networks, iface.Name)
 			gen := domainspec.NewTapLibvirtSpecGenerator(iface, *network, dom, "eth0", podLinks{macs: map[string]net.HardwareAddr{"eth0": mac}})
 			if err := gen.Generate(); err != nil {
-				return nil, fmt.Errorf("KubeVirt's tap generator for %s: %w", iface.Name, err)
+				return nil, nil, nil, fmt.Errorf("KubeVirt's tap generator for %s: %w", iface.Name, err)
 			}
 		}
 	}
+	sent, err = xml.MarshalIndent(&dom.Spec, "", "\t") // as the Manager marshals it (pkg/hooks/manager.go)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	out, err := hooks.GetManager().OnDefineDomain(&dom.Spec, vmi)
 	if err != nil {
-		return nil, fmt.Errorf("OnDefineDomain hook failed: %w", err)
+		return nil, nil, nil, fmt.Errorf("OnDefineDomain hook failed: %w", err)
 	}
-	spec := &api.DomainSpec{}
+	spec = &api.DomainSpec{}
 	if err := xml.Unmarshal([]byte(out), spec); err != nil { // as virt-launcher reads it back (libvirt_helper.go)
-		return nil, fmt.Errorf("read the domain OnDefineDomain returned: %w", err)
+		return nil, nil, nil, fmt.Errorf("read the domain OnDefineDomain returned: %w", err)
 	}
-	return spec, nil
+	return spec, sent, []byte(out), nil
 }
 
 // podLinks is the pod's network namespace as the tap generator sees it: the pod interface with its

@@ -197,6 +197,9 @@ func TestOnDefineDomain_WaitsForDeviceInfo_AddsOneHostdevPerVFIdempotently(t *te
 	// network-status already carries device-info, so no wait is needed here: the call returns.
 	res := <-done
 	require.NoError(t, res.err)
+	sent, err := xml.MarshalIndent(spec, "", "\t") // what the Manager sent (pkg/hooks/manager.go)
+	require.NoError(t, err)
+	harness.RecordDomain(t, sent, []byte(res.xml)) // test/libvirt runs libvirt's checks on it
 
 	var first api.DomainSpec
 	require.NoError(t, xml.Unmarshal([]byte(res.xml), &first))

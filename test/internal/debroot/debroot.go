@@ -19,6 +19,11 @@ type Spec struct {
 	Mirror string // "" means DefaultMirror()
 	// Packages are debootstrap --include'd on top of --variant=minbase.
 	Packages []string
+	// Tool is "" (debootstrap) or "mmdebstrap". bookworm's debootstrap 1.0.128 cannot install a trixie
+	// root whose packages pull in systemd (libvirt-daemon-driver-qemu does, through systemd-container):
+	// dpkg refuses systemd in the same batch as its pre-dependency libsystemd-shared. mmdebstrap installs
+	// through apt, which orders pre-dependencies.
+	Tool string
 }
 
 // layoutVersion changes when the build steps below change in a way the spec does not show.
@@ -39,19 +44,36 @@ func (s Spec) mirror() string {
 	return s.Mirror
 }
 
+func (s Spec) tool() string {
+	if s.Tool == "" {
+		return "debootstrap"
+	}
+	return s.Tool
+}
+
 // Key is a short hash of the spec.
 func (s Spec) Key() string {
 	pkgs := append([]string(nil), s.Packages...)
 	sort.Strings(pkgs)
-	sum := sha256.Sum256([]byte(fmt.Sprintf("layout=%s\nsuite=%s\nmirror=%s\npackages=%s",
-		layoutVersion, s.Suite, s.mirror(), strings.Join(pkgs, ","))))
+	text := fmt.Sprintf("layout=%s\nsuite=%s\nmirror=%s\npackages=%s",
+		layoutVersion, s.Suite, s.mirror(), strings.Join(pkgs, ","))
+	if s.Tool != "" { // keeps the keys of debootstrap roots as they were
+		text += "\ntool=" + s.Tool
+	}
+	sum := sha256.Sum256([]byte(text))
 	return hex.EncodeToString(sum[:])[:16]
 }
 
-// Debootstrap runs debootstrap --variant=minbase for spec into rootfs, its output going to logFile.
+// Debootstrap runs debootstrap (or spec.Tool) --variant=minbase for spec into rootfs, its output going to
+// logFile.
 func Debootstrap(ctx context.Context, rootfs, logFile string, spec Spec) error {
-	return Run(ctx, logFile, "debootstrap", "--variant=minbase",
-		"--include="+strings.Join(spec.Packages, ","), spec.Suite, rootfs, spec.mirror())
+	tool := "debootstrap"
+	var extra []string
+	if spec.Tool == "mmdebstrap" {
+		tool, extra = "mmdebstrap", []string{"--mode=root"}
+	}
+	args := append(extra, "--variant=minbase", "--include="+strings.Join(spec.Packages, ","), spec.Suite, rootfs, spec.mirror())
+	return Run(ctx, logFile, tool, args...)
 }
 
 // doneMarker is written last into a finished root: a root without it is rebuilt.
@@ -88,11 +110,11 @@ func Ensure(ctx context.Context, cacheDir string, spec Spec, logf func(string, .
 	}()
 	rootfs := filepath.Join(work, "rootfs")
 	start := time.Now()
-	logf("debroot: debootstrap %s (%s) into %s", spec.Suite, strings.Join(spec.Packages, ","), rootfs)
+	logf("debroot: %s %s (%s) into %s", spec.tool(), spec.Suite, strings.Join(spec.Packages, ","), rootfs)
 	if err := Debootstrap(ctx, rootfs, filepath.Join(work, "debootstrap.log"), spec); err != nil {
 		return "", false, err
 	}
-	logf("debroot: debootstrap took %s", time.Since(start).Round(time.Second))
+	logf("debroot: %s took %s", spec.tool(), time.Since(start).Round(time.Second))
 	// The package cache is only weight in the root.
 	for _, d := range []string{"var/cache/apt/archives", "var/lib/apt/lists"} {
 		matches, _ := filepath.Glob(filepath.Join(rootfs, d, "*"))

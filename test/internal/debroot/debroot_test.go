@@ -17,6 +17,7 @@ func TestSpecKey_NamesTheContent(t *testing.T) {
 		{"another package", Spec{Suite: "trixie", Mirror: "http://m", Packages: []string{"a", "c"}}, false},
 		{"another suite", Spec{Suite: "bookworm", Mirror: "http://m", Packages: []string{"a", "b"}}, false},
 		{"another mirror", Spec{Suite: "trixie", Mirror: "http://n", Packages: []string{"a", "b"}}, false},
+		{"another tool", Spec{Suite: "trixie", Mirror: "http://m", Packages: []string{"a", "b"}, Tool: "mmdebstrap"}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,41 @@
+package harness
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// RecordDirEnv names the directory where RecordDomain leaves every domain the built sidecar returned
+// through KubeVirt's hook Manager, for test/libvirt to run libvirt's own checks on (`make test` sets it
+// for test-integration and test-guest, then runs test-libvirt).
+const RecordDirEnv = "SRIOV_UDN_DOMAIN_RECORD_DIR"
+
+// The two files of one recorded OnDefineDomain call: what the Manager sent and what the sidecar returned.
+const (
+	RecordedInputSuffix  = ".in.xml"
+	RecordedOutputSuffix = ".out.xml"
+)
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// RecordDomain writes one OnDefineDomain call (input: the domain as the Manager marshals it, output: the
+// sidecar's result) under $SRIOV_UDN_DOMAIN_RECORD_DIR, named after the test and KubeVirt version; it does
+// nothing when that is unset.
+func RecordDomain(t testing.TB, input, output []byte) {
+	t.Helper()
+	dir := os.Getenv(RecordDirEnv)
+	if dir == "" {
+		return
+	}
+	name := unsafeName.ReplaceAllString(t.Name(), "_")
+	if v := os.Getenv("KUBEVIRT_VERSION"); v != "" {
+		name = v + "_" + name
+	}
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, name+RecordedInputSuffix), input, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, name+RecordedOutputSuffix), output, 0o644))
+}

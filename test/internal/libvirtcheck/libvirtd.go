@@ -1,0 +1,175 @@
+package libvirtcheck
+
+import (
+	"context"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/debroot"
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/trixietools"
+)
+
+// qemuConf lets the daemon run in a chroot without the libvirt-qemu user's home or a security driver;
+// neither takes part in parsing or validating a domain definition.
+const qemuConf = "user = \"root\"\ngroup = \"root\"\nsecurity_driver = \"none\"\n"
+
+// Daemon is a libvirtd of the trixie tools root, private to one test process: its /run is a host directory
+// (where its socket lives), its state, cache, log and domain-definition directories are tmpfs in its own
+// mount namespace, so nothing it writes reaches the cached root or another daemon.
+type Daemon struct {
+	root  trixietools.Root
+	state string
+	cmd   *exec.Cmd
+	exit  chan error
+	log   string
+	// mu serialises define/undefine: the domain name of one definition must not meet another's.
+	mu sync.Mutex
+}
+
+// Start starts libvirtd in root with stateDir (an empty host directory) as its /run. The daemon gets its
+// listening socket from the caller (systemd socket activation: LISTEN_FDS, LISTEN_FDNAMES=libvirtd.socket,
+// libvirt's src/util/virsystemd.c), so a client connecting right after Start is queued, never refused:
+// readiness needs no polling. The daemon lives until Close, whatever ctx does after Start returns.
+func Start(ctx context.Context, root trixietools.Root, stateDir string) (*Daemon, error) {
+	run := filepath.Join(stateDir, "run")
+	if err := os.MkdirAll(filepath.Join(run, "libvirt"), 0o755); err != nil {
+		return nil, fmt.Errorf("libvirtd state dir: %w", err)
+	}
+	conf := filepath.Join(stateDir, "qemu.conf")
+	if err := os.WriteFile(conf, []byte(qemuConf), 0o644); err != nil {
+		return nil, fmt.Errorf("libvirtd qemu.conf: %w", err)
+	}
+	sock := filepath.Join(run, "libvirt", "libvirt-sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("libvirtd socket %s: %w", sock, err)
+	}
+	ln.SetUnlinkOnClose(false)
+	lnFile, err := ln.File()
+	_ = ln.Close()
+	if err != nil {
+		return nil, fmt.Errorf("libvirtd socket file: %w", err)
+	}
+	defer lnFile.Close()
+
+	mounts := []trixietools.Mount{
+		{Source: run, Target: "run"},
+		{Target: "var/lib/libvirt"}, {Target: "var/cache/libvirt"}, {Target: "var/log/libvirt"},
+		{Target: "etc/libvirt/qemu"},
+		{Source: conf, Target: "etc/libvirt/qemu.conf"},
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cmd, err := root.Command(context.Background(), mounts, "libvirtd")
+	if err != nil {
+		return nil, err
+	}
+	d := &Daemon{root: root, state: stateDir, cmd: cmd, exit: make(chan error, 1), log: filepath.Join(stateDir, "libvirtd.log")}
+	logFile, err := os.Create(d.log)
+	if err != nil {
+		return nil, fmt.Errorf("libvirtd log: %w", err)
+	}
+	defer logFile.Close()
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.ExtraFiles = []*os.File{lnFile} // fd 3
+	cmd.Env = append(cmd.Env, "LISTEN_FDS=1", "LISTEN_FDNAMES=libvirtd.socket")
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start libvirtd: %w", err)
+	}
+	go func() { d.exit <- cmd.Wait() }()
+	return d, nil
+}
+
+// Version is what `virsh version --daemon` says of the running daemon.
+func (d *Daemon) Version(ctx context.Context) (string, error) {
+	return d.virsh(ctx, nil, "version", "--daemon")
+}
+
+// Define runs `virsh define --validate` on domainXML (the qemu driver's parse, post-parse and validation,
+// and the RNG schema when validate is set), then undefines it. It never starts the domain. The error
+// carries virsh's own words.
+func (d *Daemon) Define(ctx context.Context, domainXML []byte, validate bool) error {
+	var named struct {
+		Name string `xml:"name"`
+	}
+	if err := xml.Unmarshal(domainXML, &named); err != nil {
+		return fmt.Errorf("domain XML: %w", err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	in := filepath.Join(d.state, "run", "define.xml")
+	if err := os.WriteFile(in, domainXML, 0o644); err != nil {
+		return err
+	}
+	args := []string{"define", "/run/define.xml"}
+	if validate {
+		args = append(args, "--validate")
+	}
+	if _, err := d.virsh(ctx, nil, args...); err != nil {
+		return err
+	}
+	if _, err := d.virsh(ctx, nil, "undefine", named.Name); err != nil {
+		return fmt.Errorf("undefine %q after define: %w", named.Name, err)
+	}
+	return nil
+}
+
+func (d *Daemon) virsh(ctx context.Context, mounts []trixietools.Mount, args ...string) (string, error) {
+	select {
+	case err := <-d.exit:
+		d.exit <- err
+		return "", fmt.Errorf("libvirtd exited (%v): %s", err, debroot.Tail(d.log, 20))
+	default:
+	}
+	mounts = append([]trixietools.Mount{{Source: filepath.Join(d.state, "run"), Target: "run"}}, mounts...)
+	out, err := d.root.Run(ctx, mounts, "virsh", append([]string{"-q", "-c", "qemu:///system"}, args...)...)
+	if err != nil {
+		return out, fmt.Errorf("virsh %s: %w", strings.Join(args, " "), err)
+	}
+	return out, nil
+}
+
+// Close stops the daemon (SIGTERM, then SIGKILL after 10 s).
+func (d *Daemon) Close() error {
+	if d.cmd.Process == nil {
+		return nil
+	}
+	_ = d.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-d.exit:
+	case <-time.After(10 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-d.exit
+	}
+	return nil
+}
+
+// LogTail is the end of the daemon's own log, for a failing test's message.
+func (d *Daemon) LogTail() string { return debroot.Tail(d.log, 20) }
+
+// ValidateSchema runs virt-xml-validate (libvirt's RNG schema for <domain>) on domainXML. The error
+// carries the validator's own words.
+func ValidateSchema(ctx context.Context, root trixietools.Root, domainXML []byte) error {
+	dir, err := os.MkdirTemp("", "libvirtcheck-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if err := os.WriteFile(filepath.Join(dir, "domain.xml"), domainXML, 0o644); err != nil {
+		return err
+	}
+	_, err = root.Run(ctx, []trixietools.Mount{{Source: dir, Target: "mnt"}}, "virt-xml-validate", "/mnt/domain.xml", "domain")
+	if err != nil {
+		return errors.New(strings.TrimSpace(err.Error()))
+	}
+	return nil
+}
