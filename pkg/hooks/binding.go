@@ -12,6 +12,7 @@ import (
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/migration"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/pipeline"
 )
@@ -77,12 +78,20 @@ func NewBinding(cfg BindingConfig) (*Binding, error) {
 
 // OnDefineDomain adds one <hostdev> per bound VF, waiting for device-info if it is not there yet.
 // It is idempotent: virt-launcher calls it several times per start (virtwrap/manager.go
-// allocateHotplugPorts), and on a migration target discards the result. The work is
+// allocateHotplugPorts), and on a migration target discards the result; there it refuses the
+// migration of a VMI with bound interfaces unless the VMI opts in (pkg/migration). The work is
 // pipeline.Domain's, the same call `render` makes.
 func (b *Binding) OnDefineDomain(ctx context.Context, vmiJSON, domainXML []byte) ([]byte, error) {
 	vmi, err := decodeVMI(vmiJSON)
 	if err != nil {
 		return nil, err
+	}
+	// On a migration target, before any wait: failing here fails KubeVirt's target preparation, so
+	// the source never detaches our VFs (pkg/migration).
+	if err := migration.CheckTarget(vmi, b.cfg.Options.BindingName); err != nil {
+		b.log.Warn("live migration refused", "hook", pipeline.OnDefineDomain, "vmi", vmi.Namespace+"/"+vmi.Name,
+			"targetPod", vmi.Status.MigrationState.TargetPod)
+		return nil, grpcError(&pipeline.Error{Hook: pipeline.OnDefineDomain, Kind: pipeline.FailedPrecondition, Err: err})
 	}
 	// Parsed once for every question and the Apply.
 	doc, err := pipeline.ParseDomain(ctx, vmi, b.cfg.Options, domainXML)
