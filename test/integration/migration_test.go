@@ -96,3 +96,57 @@ func TestMigration_StockKubeVirt_SourceWouldDetachOurVF_TargetHookRefusesFirst(t
 	_, err = mgr.OnDefineDomain(spec, optIn)
 	require.NoError(t, err)
 }
+
+func TestMigration_ReplugThroughSRIOVHotplugPath_BuildsTheHostdevOurOnDefineDomainWrites(t *testing.T) {
+	harness.RequireRoot(t)
+	harness.LockHooksRoot(t)
+	pod, vmi := loadSamples(t)
+	l := startBoundSidecar(t, "itest-replug")
+	require.NoError(t, l.podInfo.Write(pod.Metadata.Labels, pod.Metadata.Annotations))
+	mgr := hooks.GetManager()
+	require.NoError(t, mgr.Collect(1, 10*time.Second))
+	out, err := mgr.OnDefineDomain(&api.DomainSpec{Type: "kvm", Name: "tenant-a_vm-sriov"}, vmi)
+	require.NoError(t, err)
+	var ours api.DomainSpec
+	require.NoError(t, xml.Unmarshal([]byte(out), &ours))
+
+	// Patch 0003 hands virt-launcher's SR-IOV hotplug the VMI with each interface of a hostdev-replug
+	// binding presented as SR-IOV (vmispec.WithHostDeviceReplugInterfacesAsSRIOV); virt-launcher builds
+	// the hostdevs from the pod's network-info (sriov.CreateHostDevices).
+	var replugIfaces []v1.Interface
+	for _, iface := range vmi.Spec.Domain.Devices.Interfaces {
+		if iface.Binding != nil && iface.Binding.Name == "sriov-udn" {
+			iface.Binding = nil
+			iface.InterfaceBindingMethod = v1.InterfaceBindingMethod{SRIOV: &v1.InterfaceSRIOV{}}
+			replugIfaces = append(replugIfaces, iface)
+		}
+	}
+	require.Len(t, replugIfaces, 2)
+	pool, err := sriov.NewPCIAddressPoolWithNetworkStatus([]byte(pod.Metadata.Annotations["kubevirt.io/network-info"]))
+	require.NoError(t, err)
+	kubevirts, err := sriov.CreateHostDevicesFromIfacesAndPool(replugIfaces, pool)
+	require.NoError(t, err)
+
+	require.Len(t, ours.Devices.HostDevices, len(kubevirts))
+	for i, built := range kubevirts {
+		// Both as libvirt reads them: virt-launcher attaches KubeVirt's as XML (hostdevice.AttachHostDevices).
+		raw, err := xml.Marshal(built)
+		require.NoError(t, err)
+		var kv api.HostDevice
+		require.NoError(t, xml.Unmarshal(raw, &kv))
+		mine := ours.Devices.HostDevices[i]
+		// Two spellings of the same libvirt defaults: KubeVirt leaves out mode (default "subsystem") and
+		// writes the source address type, we write the mode and leave out the type (a PCI hostdev's
+		// source address is PCI).
+		assert.Equal(t, "subsystem", mine.Mode)
+		assert.Empty(t, kv.Mode)
+		require.NotNil(t, mine.Source.Address)
+		assert.Empty(t, mine.Source.Address.Type)
+		assert.Equal(t, "pci", kv.Source.Address.Type)
+		mine.Mode, kv.Source.Address.Type = "", ""
+		assert.Equal(t, kv, mine, "hostdev %s: KubeVirt's XML %s", kv.Alias.GetName(), raw)
+	}
+	require.NotNil(t, kubevirts[0].Address, "guest pciAddress of sriov-l2 kept")
+	assert.Equal(t, "0x07", kubevirts[0].Address.Bus)
+	assert.Equal(t, "0x5", kubevirts[1].Source.Address.Function)
+}
