@@ -34,7 +34,7 @@ export SRIOV_UDN_SIDECAR="$work/sriov-udn-binding"
 test_replug() {
   local v=$1 p out
   echo "== KubeVirt $v: patch 0003 (hostdev-replug): KubeVirt's own suites"
-  if grep -q 'kubevirt.io/virt-template-api ' go.mod; then "$repo/.ci/third-party" apply go.mod; fi
+  if grep -q 'kubevirt.io/virt-template-api v0.2.0' go.mod; then "$repo/.ci/third-party" apply go.mod; fi
   for p in ./pkg/network/vmispec/ ./pkg/virt-launcher/virtwrap/device/hostdevice/sriov/ ./pkg/virt-handler/; do
     out=$(go test -count=1 -v "$p" -ginkgo.no-color 2>&1) || { echo "$out" | tail -60; echo "FAIL: $p on patched $v"; exit 1; }
     echo "   $p: $(echo "$out" | grep -aE '^Ran [0-9]+ of [0-9]+ Specs' | head -1) $(echo "$out" | grep -aoE '[0-9]+ Passed' | head -1)"
