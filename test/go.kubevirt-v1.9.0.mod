@@ -63,6 +63,7 @@ require (
 	kubevirt.io/api v1.9.0
 	kubevirt.io/client-go v0.0.0-00010101000000-000000000000
 	kubevirt.io/kubevirt v1.9.0
+	libvirt.org/go/libvirt v1.12003.0
 	libvirt.org/go/libvirtxml v1.12008.0
 )
 

@@ -18,7 +18,32 @@ const InterfaceStateAbsent = "absent"
 type VirtualMachineInstance struct {
 	Kind       string `json:"kind,omitempty"`
 	ObjectMeta `json:"metadata"`
-	Spec       VirtualMachineInstanceSpec `json:"spec"`
+	Spec       VirtualMachineInstanceSpec   `json:"spec"`
+	Status     VirtualMachineInstanceStatus `json:"status"`
+}
+
+// VirtualMachineInstanceStatus is the part of the VMI status the sidecar needs.
+type VirtualMachineInstanceStatus struct {
+	// MigrationState is set by virt-controller when a migration is handed to a target pod; the VMI
+	// that virt-launcher passes to the target's OnDefineDomain carries it (live-migration-target.go).
+	MigrationState *MigrationState `json:"migrationState,omitempty"`
+}
+
+// MigrationState is the part of kubevirt.io/api VirtualMachineInstanceMigrationState the sidecar reads.
+type MigrationState struct {
+	TargetNode   string `json:"targetNode,omitempty"`
+	TargetPod    string `json:"targetPod,omitempty"`
+	SourceNode   string `json:"sourceNode,omitempty"`
+	MigrationUID string `json:"migrationUid,omitempty"`
+	Completed    bool   `json:"completed,omitempty"`
+	Failed       bool   `json:"failed,omitempty"`
+}
+
+// InMigrationTarget reports whether the VMI is handed to a migration target pod and the migration
+// has not ended: the state in which virt-launcher's prepareMigrationTarget calls OnDefineDomain.
+func (vmi *VirtualMachineInstance) InMigrationTarget() bool {
+	ms := vmi.Status.MigrationState
+	return ms != nil && ms.TargetPod != "" && !ms.Completed && !ms.Failed
 }
 
 // ObjectMeta is the part of the VMI's metadata the sidecar needs.

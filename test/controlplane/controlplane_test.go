@@ -85,6 +85,7 @@ func TestControlPlane(t *testing.T) {
 	t.Run("ValidatingAdmissionPolicy verdicts", func(t *testing.T) { testValidatingVerdicts(t, c) })
 	t.Run("VM updates", func(t *testing.T) { testVMUpdates(t, c, legacy) })
 	t.Run("memlock warning", func(t *testing.T) { testMemlockWarning(t, c) })
+	t.Run("VF live migration opt-in", func(t *testing.T) { testVFMigration(t, c) })
 	t.Run("the e2e VM is admitted", func(t *testing.T) {
 		vm := loadUnstructured(t, filepath.Join(e2eTestdataDir, "vm.yaml"))
 		vm.SetNamespace(vmNamespace)

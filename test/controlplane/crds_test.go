@@ -32,6 +32,7 @@ func crds(t *testing.T) []*extv1.CustomResourceDefinition {
 		components.NewKubeVirtCrd,
 		components.NewVirtualMachineCrd,
 		components.NewVirtualMachineInstanceCrd,
+		components.NewVirtualMachineInstanceMigrationCrd,
 	} {
 		crd, err := gen()
 		require.NoError(t, err)

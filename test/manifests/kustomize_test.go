@@ -61,10 +61,14 @@ func TestKustomize_EveryKustomizationBuilds(t *testing.T) {
 func TestKustomize_OverlaysContainWhatTheirKubeVirtNeeds(t *testing.T) {
 	policies := []string{
 		"ValidatingAdmissionPolicy/sriov-udn-binding-memlock.kubevirt.io",
+		"ValidatingAdmissionPolicy/sriov-udn-binding-migration.kubevirt.io",
 		"ValidatingAdmissionPolicy/sriov-udn-binding-pod-nic-mac.kubevirt.io",
+		"ValidatingAdmissionPolicy/sriov-udn-binding-vf-migration.kubevirt.io",
 		"ValidatingAdmissionPolicy/sriov-udn-binding.kubevirt.io",
 		"ValidatingAdmissionPolicyBinding/sriov-udn-binding-memlock.kubevirt.io",
+		"ValidatingAdmissionPolicyBinding/sriov-udn-binding-migration.kubevirt.io",
 		"ValidatingAdmissionPolicyBinding/sriov-udn-binding-pod-nic-mac.kubevirt.io",
+		"ValidatingAdmissionPolicyBinding/sriov-udn-binding-vf-migration.kubevirt.io",
 		"ValidatingAdmissionPolicyBinding/sriov-udn-binding.kubevirt.io",
 	}
 	withMAP := append([]string{
