@@ -28,28 +28,6 @@ import (
 // pluginSocketBaseDir, unexported): ApplyDomainHooks refuses any other path.
 const pluginRoot = "/var/run/kubevirt-plugin"
 
-// The sample pod and VMI `make demo` renders: two interfaces bound to sriov-udn.
-type samplePod struct {
-	Metadata struct {
-		Labels      map[string]string `json:"labels"`
-		Annotations map[string]string `json:"annotations"`
-	} `json:"metadata"`
-}
-
-func loadSamples(t *testing.T) (samplePod, *v1.VirtualMachineInstance) {
-	t.Helper()
-	dir := filepath.Join(harness.RepoRoot(), "cmd", "sidecar", "samples")
-	var pod samplePod
-	raw, err := os.ReadFile(filepath.Join(dir, "pod.json"))
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(raw, &pod))
-	raw, err = os.ReadFile(filepath.Join(dir, "vmi.json"))
-	require.NoError(t, err)
-	var vmi v1.VirtualMachineInstance
-	require.NoError(t, json.Unmarshal(raw, &vmi))
-	return pod, &vmi
-}
-
 // ourPlugin is manifests/plugin/plugin.yaml, decoded strictly into v1.9.0's Plugin type, with its socket
 // moved to pluginName's directory (the test's own) and, when timeout > 0, that hook timeout.
 func ourPlugin(t *testing.T, pluginName string, timeout time.Duration) pluginv1alpha1.Plugin {
@@ -107,7 +85,7 @@ func startSidecar(t *testing.T, name string, withManager bool, timeout time.Dura
 	return l
 }
 
-func (l *layout) writeSample(t *testing.T, pod samplePod) {
+func (l *layout) writeSample(t *testing.T, pod harness.SamplePod) {
 	t.Helper()
 	require.NoError(t, l.podInfo.Write(pod.Metadata.Labels, pod.Metadata.Annotations))
 }
@@ -153,7 +131,7 @@ func legacy(t *testing.T, spec *api.DomainSpec, vmi *v1.VirtualMachineInstance) 
 func TestMutateDomain_Boot_EqualsOnDefineDomainOnTheSameInputs(t *testing.T) {
 	harness.RequireRoot(t)
 	harness.LockHooksRoot(t)
-	pod, vmi := loadSamples(t)
+	pod, vmi := harness.LoadSamples(t)
 	l := startSidecar(t, "plugin-equal", true, 0)
 	l.writeSample(t, pod)
 
@@ -185,7 +163,7 @@ func TestMutateDomain_Boot_EqualsOnDefineDomainOnTheSameInputs(t *testing.T) {
 func TestApplyDomainHooks_LegacyThenPlugin_OneHostdevPerVF(t *testing.T) {
 	harness.RequireRoot(t)
 	harness.LockHooksRoot(t)
-	pod, vmi := loadSamples(t)
+	pod, vmi := harness.LoadSamples(t)
 	l := startSidecar(t, "plugin-both", true, 0)
 	l.writeSample(t, pod)
 	want := []string{"sriov-sriov-l2", "sriov-sriov-localnet"}
@@ -212,7 +190,7 @@ func TestApplyDomainHooks_LegacyThenPlugin_OneHostdevPerVF(t *testing.T) {
 
 func TestApplyDomainHooks_OtherContexts_EchoAtOnce(t *testing.T) {
 	// No data at all: a Boot call would wait. The other contexts must not.
-	_, vmi := loadSamples(t)
+	_, vmi := harness.LoadSamples(t)
 	l := startSidecar(t, "plugin-echo", false, 0)
 	// What ApplyDomainHooks returns when no hook changes anything: its own libvirtxml round trip.
 	unchanged, _, err := plugins.ApplyDomainHooks([]pluginv1alpha1.Plugin{{ObjectMeta: k8smeta.ObjectMeta{Name: "none"}}}, vmi, domainSpec(), pluginv1alpha1.InvocationContextBoot)
@@ -233,7 +211,7 @@ func TestApplyDomainHooks_OtherContexts_EchoAtOnce(t *testing.T) {
 }
 
 func TestApplyDomainHooks_MissingDataFile_FailsNamingItWithinThePluginTimeout(t *testing.T) {
-	_, vmi := loadSamples(t)
+	_, vmi := harness.LoadSamples(t)
 	cases := []struct {
 		name, plugin string
 		timeout      time.Duration // the Plugin's hook timeout; 0: KubeVirt's default
@@ -260,7 +238,7 @@ func TestApplyDomainHooks_MissingDataFile_FailsNamingItWithinThePluginTimeout(t 
 }
 
 func TestPluginCondition_SelectsOnlyVMIsUsingTheBinding(t *testing.T) {
-	pod, vmi := loadSamples(t)
+	pod, vmi := harness.LoadSamples(t)
 	l := startSidecar(t, "plugin-cond", false, 0)
 	l.writeSample(t, pod)
 	others := map[string]func(*v1.Interface){
