@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,6 +55,7 @@ type layout struct {
 	podInfo    *harness.PodInfo
 	plugin     pluginv1alpha1.Plugin
 	pluginSock string
+	hookDir    string
 }
 
 // startSidecar starts the built binary with its plugin socket in /var/run/kubevirt-plugin/<name>/ and its
@@ -72,7 +74,7 @@ func startSidecar(t *testing.T, name string, withManager bool, timeout time.Dura
 	require.NoError(t, os.MkdirAll(pluginDir, 0o755))
 	t.Cleanup(func() { _ = os.RemoveAll(pluginDir) })
 	data := t.TempDir()
-	l := &layout{podInfo: harness.NewPodInfo(t, filepath.Join(data, "podinfo")), plugin: ourPlugin(t, name, timeout)}
+	l := &layout{podInfo: harness.NewPodInfo(t, filepath.Join(data, "podinfo")), plugin: ourPlugin(t, name, timeout), hookDir: hookDir}
 	l.pluginSock = l.plugin.Spec.DomainHooks[0].Sidecar.SocketPath
 	l.proc = harness.Start(t, sidecarBin,
 		"--socket-dir", hookDir,
@@ -158,6 +160,13 @@ func TestMutateDomain_Boot_EqualsOnDefineDomainOnTheSameInputs(t *testing.T) {
 	})
 	require.NoError(t, err)
 	assert.Equal(t, onDefine, string(res.Domain))
+
+	// virt-launcher's Shutdown (hook protocol) stops the whole sidecar: both sockets go.
+	require.NoError(t, hooks.GetManager().Shutdown())
+	code, err := l.proc.Wait(10 * time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, 0, code)
+	assert.NoFileExists(t, l.pluginSock)
 }
 
 func TestApplyDomainHooks_LegacyThenPlugin_OneHostdevPerVF(t *testing.T) {
@@ -208,6 +217,14 @@ func TestApplyDomainHooks_OtherContexts_EchoAtOnce(t *testing.T) {
 			assert.NoError(t, err, "the sidecar was called and passed the domain through")
 		})
 	}
+
+	// SIGTERM stops both servers and removes both sockets.
+	require.NoError(t, l.proc.Signal(syscall.SIGTERM))
+	code, err := l.proc.Wait(10 * time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, 0, code)
+	assert.NoFileExists(t, l.pluginSock)
+	assert.False(t, harness.HasSocket(l.hookDir), "hook socket removed")
 }
 
 func TestApplyDomainHooks_MissingDataFile_FailsNamingItWithinThePluginTimeout(t *testing.T) {
