@@ -20,8 +20,9 @@ LDFLAGS      := -s -w -X main.version=$(VERSION)
 # (test/bench/README.md).
 # Defined here only: images/Containerfile and test/internal/harness build through `make build`.
 GOTAGS       := grpcnotrace
-# Go modules that hold tests: the sidecar, the integration/guest module, the manifests module.
-MODULES      := . test test/manifests test/controlplane
+# Go modules that hold tests: the sidecar, the integration/guest module, the manifests module, the control
+# plane, and the Plugin API module (KubeVirt v1.9.0 only: v1.8 has no Plugin API).
+MODULES      := . test test/manifests test/controlplane test/plugin
 # KubeVirt versions every test of the test modules runs against (issue #16): test/go.mod (and
 # test/manifests/go.mod) pin the first, each other one has go.kubevirt-<V>.mod/.sum beside them, derived by
 # .ci/kubevirt-modfiles (`make modfiles` writes them, `make modfiles-check` fails when they are stale).
@@ -43,7 +44,7 @@ define for_kubevirt
 	if [ -n "$$failed" ]; then echo "== $(4) failed on KubeVirt$$failed"; exit 1; fi
 endef
 
-.PHONY: help build check-build check test test-unit tidy-check test-integration test-manifests test-guest test-libvirt test-kubevirt-patches test-vet-matrix modfiles modfiles-check demo bench bench-largest bench-micro lint fuzz image image-local test-container e2e clean
+.PHONY: help build check-build check test test-unit tidy-check test-integration test-manifests test-plugin test-guest test-libvirt test-kubevirt-patches test-vet-matrix modfiles modfiles-check demo bench bench-largest bench-micro lint fuzz image image-local test-container e2e clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -66,6 +67,7 @@ test: ## every test: unit, integration (KubeVirt hook Manager, kubelet AtomicWri
 	$(MAKE) test-manifests
 	$(MAKE) test-kubevirt-patches
 	$(MAKE) test-controlplane
+	$(MAKE) test-plugin
 	$(MAKE) test-container
 	SRIOV_UDN_DOMAIN_RECORD_DIR=$(DOMAIN_RECORD_DIR) $(MAKE) test-guest
 	SRIOV_UDN_DOMAIN_RECORD_DIR=$(DOMAIN_RECORD_DIR) $(MAKE) test-libvirt
@@ -99,12 +101,15 @@ test-vet-matrix: ## go vet the test/ module (and its e2e tag) against each KubeV
 modfiles: ## regenerate test{,/manifests}/go.kubevirt-<V>.mod/.sum from their go.mod (after changing a go.mod)
 	.ci/kubevirt-modfiles generate $(KUBEVIRT_EXTRA)
 	MODULE=test/manifests .ci/kubevirt-modfiles generate $(KUBEVIRT_EXTRA)
+	MODULE=test/controlplane .ci/kubevirt-modfiles generate $(KUBEVIRT_EXTRA)
 
 modfiles-check: ## fail when a go.kubevirt-<V>.mod/.sum differs from what `make modfiles` writes, or the base versions differ
 	.ci/kubevirt-modfiles check $(KUBEVIRT_EXTRA)
 	MODULE=test/manifests .ci/kubevirt-modfiles check $(KUBEVIRT_EXTRA)
-	@a=$$(.ci/kubevirt-modfiles base); b=$$(MODULE=test/manifests .ci/kubevirt-modfiles base); \
-	  if [ "$$a" != "$$b" ]; then echo "test/go.mod pins KubeVirt $$a but test/manifests/go.mod kubevirt.io/api $$b"; exit 1; fi
+	MODULE=test/controlplane .ci/kubevirt-modfiles check $(KUBEVIRT_EXTRA)
+	@a=$$(.ci/kubevirt-modfiles base); b=$$(MODULE=test/manifests .ci/kubevirt-modfiles base); c=$$(MODULE=test/controlplane .ci/kubevirt-modfiles base); \
+	  if [ "$$a" != "$$b" ]; then echo "test/go.mod pins KubeVirt $$a but test/manifests/go.mod kubevirt.io/api $$b"; exit 1; fi; \
+	  if [ "$$a" != "$$c" ]; then echo "test/go.mod pins KubeVirt $$a but test/controlplane/go.mod $$c"; exit 1; fi
 
 test-kubevirt-patches: ## apply patches/kubevirt/* to KubeVirt, build virt-handler, run its network tests (~20 min cold)
 	patches/kubevirt/test.sh
@@ -144,8 +149,18 @@ test-manifests: ## manifests decode strictly and kustomize builds, per KubeVirt 
 	  echo "== KubeVirt $$v: test/manifests: passed"; \
 	done
 
-test-controlplane: ## manifests/ on a real kube-apiserver + etcd: kubectl apply -k, policy verdicts, the launcher pod KubeVirt renders
-	cd test/controlplane && go vet ./... && go test -count=1 -timeout 20m ./...
+test-controlplane: ## manifests/ on a real kube-apiserver + etcd: kubectl apply -k, policy verdicts, the launcher pod KubeVirt renders, per KubeVirt version
+	@set -euo pipefail; cd test/controlplane; failed=""; for v in $(KUBEVIRT_VERSIONS); do \
+	  mf=$$(MODULE=test/controlplane ../../.ci/kubevirt-modfiles flag $$v); \
+	  echo "== KubeVirt $$v ($${mf:-go.mod}): test/controlplane"; \
+	  export KUBEVIRT_VERSION=$$v; \
+	  if go vet $$mf ./... && go test $$mf -count=1 -timeout 20m ./...; then echo "== KubeVirt $$v: test/controlplane: passed"; \
+	  else echo "== KubeVirt $$v: test/controlplane: FAILED"; failed="$$failed $$v"; fi; \
+	done; \
+	if [ -n "$$failed" ]; then echo "== test-controlplane failed on KubeVirt$$failed"; exit 1; fi
+
+test-plugin: ## the Plugin API domain hook (KubeVirt v1.9.0's ApplyDomainHooks and client) on the built binary, beside the hook Manager
+	cd test/plugin && go vet ./... && go test -count=1 -timeout 10m ./...
 
 image: ## container image, compiled in the golang image on distroless/static: needs a registry (IMAGE=..., VERSION=..., CONTAINER_TOOL=docker|podman)
 	$(CONTAINER_TOOL) build -f images/Containerfile --build-arg BINARY_FROM=build --build-arg VERSION=$(VERSION) -t $(IMAGE) .

@@ -97,6 +97,7 @@ func TestControlPlane(t *testing.T) {
 	})
 	t.Run("MutatingAdmissionPolicy on the launcher pod KubeVirt renders", func(t *testing.T) { testLauncherPod(t, c, k) })
 	t.Run("a manifest the server rejects fails apply with the server's error", func(t *testing.T) { testBrokenManifest(t, k) })
+	t.Run("Plugin API (KubeVirt v1.9+): KubeVirt's CRD and policies admit manifests/overlays/plugin", func(t *testing.T) { testPluginAPI(t, c) })
 }
 
 // applyAndReadBack runs `kubectl apply -k dir` and reads back every object it sent.
