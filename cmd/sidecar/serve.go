@@ -53,7 +53,7 @@ func serve(ctx context.Context, cfg config, stderr io.Writer) (err error) {
 	if err := srv.Listen(); err != nil {
 		return err
 	}
-	plugin, err := listenPlugin(cfg, binding, logger)
+	plugin, err := listenPlugin(cfg, bnd, logger)
 	if err != nil {
 		srv.Stop() // Serve then returns at once and removes the hook socket
 		return errors.Join(err, srv.Serve())
