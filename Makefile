@@ -79,7 +79,7 @@ test-netconvert: ## the net-convert harness (pkg/cloudinit) on trixie's cloud-in
 	@if [ "$$(id -u)" -ne 0 ]; then echo "== test-netconvert: skipped: needs root (debootstrap and chroot into the trixie root)"; exit 0; fi; \
 	  set -euo pipefail; root=$$(cd test && go run ./cmd/cloudinit-root); \
 	  echo "== net-convert harness on $$(chroot $$root /usr/bin/cloud-init --version) in $$root"; \
-	  CLOUDINIT_NETCONVERT_ROOT=$$root go test -count=1 -run 'NetConvert' ./pkg/cloudinit/
+	  CLOUDINIT_NETCONVERT_ROOT=$$root go test -count=1 -run 'NetConvert|ConfigDrive_BootEvent' ./pkg/cloudinit/
 
 test-vet-matrix: ## go vet the test/ module (and its e2e tag) against each KubeVirt version
 	$(call for_kubevirt,./...,,go vet $$mf $$pkgs,go vet)

@@ -728,3 +728,35 @@ func TestNetConvert_HarnessDetectsTheFormsThat2242MisRenders(t *testing.T) {
 		assert.NotEmpty(t, got["net1"].Problems)
 	})
 }
+
+// configDriveUnsetProbe asks the cloud-init under test what DataSourceConfigDrive.network_config returns
+// once update_metadata_if_supported has reset it for the boot event (sources/__init__.py clears
+// "_network_config" to the UNSET sentinel, DataSourceConfigDrive.network_config tests only for None).
+const configDriveUnsetProbe = `from cloudinit import sources, distros, helpers
+from cloudinit.sources import DataSourceConfigDrive as cd
+paths = helpers.Paths({"cloud_dir": "/nonexistent", "run_dir": "/nonexistent"})
+ds = cd.DataSourceConfigDrive({}, distros.fetch("debian")("debian", {}, paths), paths)
+ds._dirty_cache = True
+ds.network_json = {"links": [], "networks": [], "services": []}
+ds.clear_cached_attrs((("_network_config", sources.UNSET),))
+print(type(ds.network_config).__name__)
+`
+
+// The ConfigDrive half of the every-boot part (userdata.go) removes the instance-id instead of asking for
+// the boot event, because that event makes ConfigDrive hand apply_network_config the UNSET sentinel
+// string ("'str' object has no attribute 'get'"). This checks the premise on the cloud-init under test:
+// 22.4.2 and 25.1.4 both still do it. When a cloud-init fixes it, this fails: the workaround may then go
+// once the floor has the fix (the sidecar cannot know the guest's version).
+func TestConfigDrive_BootEventStillYieldsUnsetNetworkConfig_InstanceIDWorkaroundStillNeeded(t *testing.T) {
+	requireNetConvert(t)
+	cmd := exec.Command("/usr/bin/python3", "-c", configDriveUnsetProbe)
+	if root := os.Getenv(netConvertRootEnv); root != "" {
+		cmd = exec.Command("chroot", root, "/usr/bin/python3", "-c", configDriveUnsetProbe)
+	}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "probe DataSourceConfigDrive: %s", out)
+	v, err := cloudInitVersion()
+	require.NoError(t, err)
+	assert.Equal(t, "str", strings.TrimSpace(string(out)),
+		"cloud-init %s: ConfigDrive's network_config after the boot event's reset is no longer the UNSET string", v)
+}
