@@ -61,13 +61,14 @@ const nmCloudCfg = baseCloudCfg + "system_info:\n  network:\n    renderers: [ ne
 // ImageMatrix is every guest the boot test runs: the floor (Debian 12, cloud-init 22.4.2, netplan ->
 // networkd), Debian 13 with cloud-init 25.1.4 and netplan (cloud-init's first choice on Debian:
 // system_info.network.renderers in its cloud.cfg), and Debian 13 with NetworkManager standing in for the
-// RHEL family.
+// RHEL family. trixie's minbase lacks e2fsprogs (bookworm's has it), whose resize2fs cloud-init's
+// resizefs module runs at every boot: without it cloud-init reports an error that is not ours.
 func ImageMatrix() []GuestImage {
 	return []GuestImage{
 		{Name: "debian12-ci22-netplan-networkd", Spec: DefaultImageSpec()},
-		{Name: "debian13-ci25-netplan-networkd", Spec: imageSpec("trixie", baseCloudCfg, "netplan.io")},
+		{Name: "debian13-ci25-netplan-networkd", Spec: imageSpec("trixie", baseCloudCfg, "e2fsprogs", "netplan.io")},
 		// dbus: NetworkManager and nmcli talk over it (minbase has none).
-		{Name: "debian13-ci25-networkmanager", Spec: imageSpec("trixie", nmCloudCfg, "network-manager", "dbus"), NetworkManager: true},
+		{Name: "debian13-ci25-networkmanager", Spec: imageSpec("trixie", nmCloudCfg, "e2fsprogs", "network-manager", "dbus"), NetworkManager: true},
 	}
 }
 
@@ -77,7 +78,9 @@ func DefaultImageSpec() ImageSpec {
 	return imageSpec("bookworm", baseCloudCfg, "netplan.io")
 }
 
-func imageSpec(suite, cloudCfg string, renderer ...string) ImageSpec {
+// imageSpec is a guest of suite with cloudCfg and the extra packages (its renderer's, and what its
+// minbase lacks) on top of guestPackages.
+func imageSpec(suite, cloudCfg string, extra ...string) ImageSpec {
 	mirror := os.Getenv("GUEST_DEBIAN_MIRROR")
 	if mirror == "" {
 		mirror = "http://deb.debian.org/debian"
@@ -85,7 +88,7 @@ func imageSpec(suite, cloudCfg string, renderer ...string) ImageSpec {
 	return ImageSpec{
 		Suite:    suite,
 		Mirror:   mirror,
-		Packages: append(append([]string(nil), guestPackages...), renderer...),
+		Packages: append(append([]string(nil), guestPackages...), extra...),
 		CloudCfg: cloudCfg,
 		// The report comes from a unit of the image, not from the user data, so that every user-data
 		// format (none included) can be tested, on every boot, after cloud-init's final stage.

@@ -357,7 +357,8 @@ func (r *Report) String() string {
 	var b strings.Builder
 	for _, name := range []string{"version", "brief", "netplan", "networkd", "leases", "nmcli", "nmconnections", "cloudinit"} {
 		if text, ok := r.Sections[name]; ok {
-			fmt.Fprintf(&b, "--- guest %s ---\n%s\n", name, text)
+			// trixie's iproute2 colours its brief output on the guest's serial tty.
+			fmt.Fprintf(&b, "--- guest %s ---\n%s\n", name, stripEscapes(text))
 		}
 	}
 	return b.String()
