@@ -70,8 +70,12 @@ func TestGuest_CloudInitFromSidecar_ConfiguresGuestNICs(t *testing.T) {
 		images = images[:1]
 	}
 	env.table = newMatrixTable(images, scenarios)
+	kubevirt := os.Getenv("KUBEVIRT_VERSION") // make test-guest exports it
+	if kubevirt == "" {
+		kubevirt = "of test/go.mod"
+	}
 	t.Cleanup(func() {
-		t.Logf("guest matrix (KubeVirt %s, GUEST_MATRIX=%s):\n%s", os.Getenv("KUBEVIRT_VERSION"), matrixMode(smoke), env.table)
+		t.Logf("guest matrix (KubeVirt %s, GUEST_MATRIX=%s):\n%s", kubevirt, matrixMode(smoke), env.table)
 	})
 	for i, g := range images {
 		t.Run(g.Name, func(t *testing.T) {
