@@ -62,9 +62,13 @@ func TestKustomize_OverlaysContainWhatTheirKubeVirtNeeds(t *testing.T) {
 	policies := []string{
 		"ValidatingAdmissionPolicy/sriov-udn-binding-memlock.kubevirt.io",
 		"ValidatingAdmissionPolicy/sriov-udn-binding-pod-nic-mac.kubevirt.io",
+		"ValidatingAdmissionPolicy/sriov-udn-binding-podinfo-pod.kubevirt.io",
+		"ValidatingAdmissionPolicy/sriov-udn-binding-podinfo-volume.kubevirt.io",
 		"ValidatingAdmissionPolicy/sriov-udn-binding.kubevirt.io",
 		"ValidatingAdmissionPolicyBinding/sriov-udn-binding-memlock.kubevirt.io",
 		"ValidatingAdmissionPolicyBinding/sriov-udn-binding-pod-nic-mac.kubevirt.io",
+		"ValidatingAdmissionPolicyBinding/sriov-udn-binding-podinfo-pod.kubevirt.io",
+		"ValidatingAdmissionPolicyBinding/sriov-udn-binding-podinfo-volume.kubevirt.io",
 		"ValidatingAdmissionPolicyBinding/sriov-udn-binding.kubevirt.io",
 	}
 	withMAP := append([]string{
