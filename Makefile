@@ -90,7 +90,7 @@ test-libvirt: ## libvirt 11.3's own checks (virt-xml-validate, virsh define) on 
 GUEST_VF_KUBEVIRT_VERSIONS ?= $(shell .ci/kubevirt-modfiles base)
 
 test-guest: ## boot a real Debian guest with cloud-init on the ISO KubeVirt builds from our output, per KubeVirt version; a real igb VF under qemu 10
-	$(call for_kubevirt,./guest/...,,GUEST_VF_KUBEVIRT_VERSIONS="$(GUEST_VF_KUBEVIRT_VERSIONS)" go test $$mf -count=1 -timeout 45m -v $$pkgs,guest boot)
+	$(call for_kubevirt,./guest/...,,GUEST_VF_KUBEVIRT_VERSIONS="$(GUEST_VF_KUBEVIRT_VERSIONS)" go test $$mf -count=1 -timeout 60m -v $$pkgs,guest boot)
 
 test-vet-matrix: ## go vet the test/ module (and its e2e tag) against each KubeVirt version
 	$(call for_kubevirt,./...,,go vet $$mf $$pkgs,go vet)
