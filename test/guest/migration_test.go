@@ -30,7 +30,7 @@ const (
 // otherMAC is the MAC of the NIC the target plugs in the last step: not the VMI's, so no config matches it.
 var otherMAC = net.HardwareAddr{0x02, 0x00, 0x00, 0x0a, 0x99, 0x05}
 
-// migrationStepTimeout bounds each QMP step: an unplug (the guest's pciehp waits 5 s for a cancel), the
+// migrationStepTimeout bounds each QMP step: an unplug (the guest's eject through ACPI, q35's default in qemu 10), the
 // migration of 1 GiB of guest memory over a unix socket, a plug and the report after it.
 const migrationStepTimeout = 5 * time.Minute
 
