@@ -125,6 +125,10 @@ type VFBoot struct {
 	PodNIC net.HardwareAddr // nil: no pod NIC
 	PFs    []vfPF
 	Accel  string
+	// NICPeers are peers the guest pings besides the PFs' (the migration's hot-plugged NIC); Console is
+	// the console's file name in Work ("" = console.log: a migration's source and target share Work).
+	NICPeers []netip.Prefix
+	Console  string
 }
 
 // Paths inside the chroot, where vfMounts binds the host's files.
@@ -144,7 +148,14 @@ func (b VFBoot) mounts() []trixietools.Mount {
 }
 
 // ConsoleLog is the host path of the guest console.
-func (b VFBoot) ConsoleLog() string { return filepath.Join(b.Work, "console.log") }
+func (b VFBoot) ConsoleLog() string { return filepath.Join(b.Work, b.consoleName()) }
+
+func (b VFBoot) consoleName() string {
+	if b.Console == "" {
+		return "console.log"
+	}
+	return b.Console
+}
 
 // QemuArgs is qemu 10's command line, paths as the chroot sees them: q35 (PCIe), each igb PF behind its
 // own pcie-root-port (SR-IOV needs a PCIe slot), its backend the tap in the namespace; the pod NIC on a
@@ -181,7 +192,7 @@ func (b VFBoot) QemuArgs() []string {
 			"-netdev", fmt.Sprintf("tap,id=pf%d,ifname=%s,script=no,downscript=no", i, pf.Tap),
 			"-device", fmt.Sprintf("igb,netdev=pf%d,bus=rp%d,mac=%s,romfile=", i, i, pf.MAC))
 	}
-	return append(args, "-serial", "file:"+vfWorkDir+"/console.log", "-serial", "stdio")
+	return append(args, "-serial", "file:"+vfWorkDir+"/"+b.consoleName(), "-serial", "stdio")
 }
 
 // vfGuest is a running VF guest: its reports arrive on qemu's stdout (ttyS1), commands go to its stdin.
@@ -194,14 +205,15 @@ type vfGuest struct {
 	start time.Time
 }
 
-// Start writes the plan files and starts qemu.
-func (b VFBoot) Start(ctx context.Context) (*vfGuest, error) {
-	for name, text := range map[string]string{"vfs.plan": vfPlan(b.PFs), "peers": peerAddrs(b.PFs)} {
+// Start writes the plan files and starts qemu, with extra arguments after QemuArgs.
+func (b VFBoot) Start(ctx context.Context, extra ...string) (*vfGuest, error) {
+	peers := peerAddrs(append([]vfPF{{Peers: b.NICPeers}}, b.PFs...))
+	for name, text := range map[string]string{"vfs.plan": vfPlan(b.PFs), "peers": peers} {
 		if err := os.WriteFile(filepath.Join(b.Work, name), []byte(text), 0o644); err != nil {
 			return nil, err
 		}
 	}
-	cmd, err := b.Root.CommandInNetns(ctx, b.Netns, b.mounts(), "qemu-system-x86_64", b.QemuArgs()...)
+	cmd, err := b.Root.CommandInNetns(ctx, b.Netns, b.mounts(), "qemu-system-x86_64", append(b.QemuArgs(), extra...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -43,11 +43,13 @@ func VFImageSpec() ImageSpec {
 
 // vfReportSections are the VF guest's sections beside the default report's: the driver of every PCI
 // network device (lspci -k), what sriov-vf-setup did per layer, the guest's own pings of the peers, and how
-// often cloud-init started a stage in this boot (a VF that comes back must not start one).
+// often cloud-init started a stage in this boot (a VF that comes back must not start one), and the kernel's
+// boot id (a migrated guest must not have booted again).
 const vfReportSections = `  section lspci lspci -k -d ::0200
   section vfsetup cat /run/sriov-vf-setup.log
   section guestping sh -c 'for a in $(cat /sys/firmware/qemu_fw_cfg/by_name/` + fwCfgPeers + `/raw); do if ping -c 2 -W 3 "$a" >/dev/null 2>&1; then echo "$a ok"; else echo "$a FAILED"; fi; done'
   section cloudinitruns sh -c 'grep -c "Cloud-init v\. .* running" /var/log/cloud-init.log'
+  section bootid cat /proc/sys/kernel/random/boot_id
 `
 
 // vfReportScript is the default report with the VF sections, ending in vf-after-report instead of
@@ -59,7 +61,9 @@ func vfReportScript() string {
 
 // vfAfterReportScript waits for the host's command on ttyS1 (qemu's stdin): "replug" unplugs every VF
 // (sriov_numvfs 0), plugs it back with the same MAC through the PF, as a migration's unplug and plug look
-// to the guest, waits for networkd to give the VFs their addresses again and reports again; "poweroff"
+// to the guest, waits for networkd to give the VFs their addresses again and reports again; "report MAC"
+// waits (bounded) until the NIC with that MAC exists and systemd-networkd has decided about it (configured,
+// unmanaged or failed: a NIC plugged by the host, as after a migration), then reports again; "poweroff"
 // powers off; other lines are ignored (and logged to the console).
 const vfAfterReportScript = `#!/bin/sh
 stty -F /dev/ttyS1 raw -echo
@@ -81,6 +85,22 @@ while read -r cmd <&3; do
       sleep 1
       i=$((i+1))
     done
+    exec /usr/local/sbin/guest-report
+    ;;
+  report\ *)
+    mac=${cmd#report }
+    udevadm settle -t 60
+    i=0
+    while [ "$i" -lt 120 ]; do
+      dev=$(ip -br link | awk -v m="$mac" '$3 == m {print $1}')
+      if [ -n "$dev" ]; then
+        state=$(sed -n 's/^ADMIN_STATE=//p' "/run/systemd/netif/links/$(cat "/sys/class/net/$dev/ifindex")" 2>/dev/null)
+        case "$state" in configured|unmanaged|failed|linger) break ;; esac
+      fi
+      sleep 1
+      i=$((i+1))
+    done
+    echo "vf-after-report: NIC $mac is [$dev], networkd state [$state] after ${i}s" >/dev/console
     exec /usr/local/sbin/guest-report
     ;;
   poweroff)

@@ -197,6 +197,11 @@ func checkVFLayers(t *testing.T, r *vfReport, peer *vfNetns, nics []vfNIC) {
 		assert.NotContains(t, r.VFSetup, "vf-creation FAILED", "sriov-vf-setup")
 		assert.Equalf(t, len(nics), strings.Count(r.LSPCI, "Kernel driver in use: igbvf"), "VFs bound to igbvf in lspci -k:\n%s", r.LSPCI)
 	})
+	checkNICLayers(t, r, peer, nics)
+}
+
+// checkNICLayers is checkVFLayers after the VF's creation: MAC, cloud-init, addresses, ping (a subtest each).
+func checkNICLayers(t *testing.T, r *vfReport, peer *vfNetns, nics []vfNIC) {
 	t.Run("MAC", func(t *testing.T) {
 		assert.NotContains(t, r.VFSetup, "mac FAILED", "sriov-vf-setup")
 		for _, n := range nics {

@@ -40,6 +40,8 @@ func TestVFImage_ReportStaysUpForTheHostAndSetupRunsBeforeCloudInitLocal(t *test
 	assert.Contains(t, report, "section lspci lspci -k", "the VF sections went in before the report's end")
 	assert.Less(t, strings.Index(report, "section vfsetup"), strings.Index(report, `echo "@@report-end"`))
 	assert.Contains(t, report, "exec /usr/local/sbin/vf-after-report")
+	assert.Less(t, strings.Index(report, "section bootid cat /proc/sys/kernel/random/boot_id"), strings.Index(report, `echo "@@report-end"`), "the boot id, which a migration keeps")
+	assert.Contains(t, vfAfterReportScript, "report\\ *)", "the host asks a migrated guest for a report")
 	assert.NotContains(t, report, "\npoweroff\n", "the host stops the VF guest")
 	assert.Contains(t, vfSetupUnit, "Before=cloud-init-local.service")
 	assert.Equal(t, "/etc/systemd/system/sriov-vf-setup.service", spec.Links["etc/systemd/system/cloud-init-local.service.wants/sriov-vf-setup.service"])
