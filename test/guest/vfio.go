@@ -42,6 +42,7 @@ const vfioNodeInit = `#!/bin/sh
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev 2>/dev/null
+mkdir -p /dev/pts && mount -t devpts devpts /dev/pts
 mount -t tmpfs tmpfs /run
 mount -t tmpfs tmpfs /tmp
 mount -t tmpfs tmpfs /var/log
@@ -200,7 +201,10 @@ sed "s|@KERNEL@|$kernel|" "$fw/` + fwCfgVFIODomain + `/raw" >/run/nested/domain.
 ok nested-initrd "kernel $kernel, initramfs $(wc -c </run/nested/initrd.gz) bytes (busybox, igbvf.ko)"
 
 mkdir -p /etc/libvirt /run/libvirt /var/lib/libvirt /var/log/libvirt/qemu
-printf 'user = "root"\ngroup = "root"\nsecurity_driver = "none"\ncgroup_controllers = [ ]\nstdio_handler = "file"\n' >/etc/libvirt/qemu.conf
+# No systemd, cgroups, security driver or per-domain /dev namespace in this node: the node's root is not
+# a shared mount, so libvirt's namespace set-up cannot move /dev/pts ("Unable to move /dev/pts mount",
+# seen here); none of them takes part in how libvirt hands a VF to qemu.
+printf 'user = "root"\ngroup = "root"\nsecurity_driver = "none"\ncgroup_controllers = [ ]\nnamespaces = [ ]\nstdio_handler = "file"\n' >/etc/libvirt/qemu.conf
 LIBVIRT_LOG_OUTPUTS="3:file:/run/libvirtd.log" libvirtd -d || fail libvirt "libvirtd -d" /run/libvirtd.log
 i=0
 until virsh -c qemu:///system version >/run/virsh.version 2>&1; do
@@ -250,10 +254,10 @@ if [ -z "$dev" ]; then
   echo "@@nested-nic FAILED: no netdev; lspci: $(lspci -k 2>&1 | tr '\n' ';')"
 else
   echo "@@nested-nic $dev driver=$(basename "$(readlink "/sys/class/net/$dev/device/driver")") mac=$(cat "/sys/class/net/$dev/address") pci=$(basename "$(readlink "/sys/class/net/$dev/device")")"
+  # busybox ip has no nodad: the peer is the only other host on the link, so no DAD.
+  echo 0 >"/proc/sys/net/ipv6/conf/$dev/accept_dad"
   ip link set "$dev" up
-  for a in $(arg sriovudn_addrs); do
-    case "$a" in *:*) ip -6 addr add "$a" dev "$dev" nodad ;; *) ip addr add "$a" dev "$dev" ;; esac
-  done
+  for a in $(arg sriovudn_addrs); do ip addr add "$a" dev "$dev"; done
   i=0
   while [ "$(cat "/sys/class/net/$dev/carrier" 2>/dev/null)" != 1 ] && [ "$i" -lt 60 ]; do sleep 1; i=$((i+1)); done
   echo "@@nested-addrs $(ip -o addr show dev "$dev" scope global | awk '{print $4}' | tr '\n' ' ')"

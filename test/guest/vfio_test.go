@@ -31,11 +31,9 @@ const vfioTimeout = 40 * time.Minute
 // network-status and binds it to vfio-pci (managed='no'); libvirt 11.3 in the node starts a domain whose
 // <hostdev> is the one the sidecar's OnDefineDomain wrote through KubeVirt's hook Manager; the nested guest
 // (the node's kernel, a busybox initramfs) reports the VF's driver and MAC and pings the peer from the
-// addresses of the sidecar's network config. It runs with GUEST_VFIO=1 (make test-vfio) only.
+// addresses of the sidecar's network config. make test-guest runs it (on GUEST_VF_KUBEVIRT_VERSIONS), make
+// test-vfio alone.
 func TestGuestVFIO_NestedGuestOnVFIOBoundVF_HostdevFromSidecar_ReportsIgbvfAndMACAndPingsPeer(t *testing.T) {
-	if os.Getenv("GUEST_VFIO") != "1" {
-		t.Skip("skipping the VFIO guest: it runs with GUEST_VFIO=1 (make test-vfio): TCG inside TCG takes longer than make test allows")
-	}
 	env, root := setupVFGuestTools(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*imageBuildTimeout)
