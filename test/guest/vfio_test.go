@@ -35,6 +35,9 @@ const vfioTimeout = 40 * time.Minute
 // test-vfio alone.
 func TestGuestVFIO_NestedGuestOnVFIOBoundVF_HostdevFromSidecar_ReportsIgbvfAndMACAndPingsPeer(t *testing.T) {
 	env, root := setupVFGuestTools(t)
+	if missing := missingCommands("debugfs", "mkfs.ext4"); len(missing) > 0 {
+		t.Skipf("skipping the VFIO guest: %s not installed (Debian: apt-get install e2fsprogs)", strings.Join(missing, ", "))
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*imageBuildTimeout)
 	defer cancel()
