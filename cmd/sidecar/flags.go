@@ -25,6 +25,7 @@ type config struct {
 	podInfoDir     string
 	ifaceCacheDir  string
 	podIP          string
+	pluginSocket   string
 	waitTimeout    time.Duration
 	logLevel       slog.Level
 	showVersion    bool
@@ -69,6 +70,7 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), helpOut io
 	str(&cfg.deviceInfoFile, "device-info-file", "DEVICE_INFO_FILE", "/etc/podinfo/network-info", "device-info DownwardAPI file (kubevirt.io/network-info)")
 	str(&cfg.podInfoDir, "pod-info-dir", "POD_INFO_DIR", "/var/run/kubevirt-private/downwardapi/podinfo", "pod-info DownwardAPI directory (labels, annotations)")
 	str(&cfg.ifaceCacheDir, "iface-cache-dir", "IFACE_CACHE_DIR", "/var/run/kubevirt-hooks/ifacecache", "where PodIfaceCacheData files are written (<dir>/<vmi-uid>/<iface>)")
+	str(&cfg.pluginSocket, "plugin-socket", "PLUGIN_SOCKET", "", "also serve KubeVirt's Plugin API domain hook (v1.9+, gate Plugins) on this socket: /var/run/kubevirt-plugin/<plugin>/<name>.sock; empty: off")
 	str(&cfg.podIP, "pod-ip", "MY_POD_IP", "", "the pod's IP (status.podIP): decides the primary IP family; empty: the pod-networks default entry, else IPv4")
 
 	waitDef := 45 * time.Second

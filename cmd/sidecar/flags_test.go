@@ -154,3 +154,21 @@ func TestRun_ExitCodes(t *testing.T) {
 		})
 	}
 }
+
+// manifests/plugin/mutating-policy.yaml sets PLUGIN_SOCKET; unset, the Plugin API is off.
+func TestParseFlags_PluginSocketFromEnvOrFlag(t *testing.T) {
+	cfg, err := parseFlags(nil, envFrom(nil), &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Empty(t, cfg.pluginSocket)
+	cfg, err = parseFlags(nil, envFrom(map[string]string{"PLUGIN_SOCKET": "/var/run/kubevirt-plugin/p/env.sock"}), &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, "/var/run/kubevirt-plugin/p/env.sock", cfg.pluginSocket)
+	cfg, err = parseFlags([]string{"--plugin-socket", "/var/run/kubevirt-plugin/p/flag.sock"}, envFrom(map[string]string{"PLUGIN_SOCKET": "/x/env.sock"}), &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, "/var/run/kubevirt-plugin/p/flag.sock", cfg.pluginSocket)
+}
+
+func TestPluginWait_ShorterOfWaitTimeoutAndThePluginBudget(t *testing.T) {
+	assert.Equal(t, 25*time.Second, pluginWait(config{waitTimeout: 45 * time.Second}))
+	assert.Equal(t, 5*time.Second, pluginWait(config{waitTimeout: 5 * time.Second}))
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"sync"
@@ -52,7 +53,15 @@ func serve(ctx context.Context, cfg config, stderr io.Writer) (err error) {
 	if err := srv.Listen(); err != nil {
 		return err
 	}
+	plugin, err := listenPlugin(cfg, bnd, logger)
+	if err != nil {
+		srv.Stop() // Serve then returns at once and removes the hook socket
+		return errors.Join(err, srv.Serve())
+	}
 	logger.Info("started", "version", version, "binding", cfg.bindingName, "bindingSource", cfg.bindingNameSource, "socket", srv.Path())
+	if plugin != nil {
+		logger.Info("serving the Plugin API domain hook", "socket", plugin.Path(), "wait", pluginWait(cfg))
+	}
 	if cfg.kubevirtBindingName != "" && cfg.kubevirtBindingName != cfg.bindingName {
 		// KubeVirt started this sidecar for its binding; interfaces bound to it will pass through untouched.
 		logger.Warn("binding name differs from the one KubeVirt set", "binding", cfg.bindingName, "bindingSource", cfg.bindingNameSource,
@@ -70,9 +79,12 @@ func serve(ctx context.Context, cfg config, stderr io.Writer) (err error) {
 	stopOnSignal := context.AfterFunc(ctx, func() {
 		logger.Info("signal received, stopping")
 		srv.Stop()
+		if plugin != nil {
+			plugin.Stop()
+		}
 	})
 	defer stopOnSignal()
-	return srv.Serve()
+	return serveBoth(srv, plugin)
 }
 
 // loggedError is an error serve already logged; run must not print it again as plain text.

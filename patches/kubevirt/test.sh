@@ -5,11 +5,15 @@
 # namescheme, pkg/safepath), then two differential checks:
 #  - KubeVirt's *stock* netstat specs run against the patched code must fail exactly where the series
 #    changes behaviour on purpose (<version>/expected-stock-failures.txt);
-#  - testdata/difftest runs stock and patched NetStat on cache entries written by the built sidecar
-#    (render), each scenario stating what stock does and what patched does (flap, late entry, forgery).
+#  - testdata/difftest runs stock NetStat (stock reader, stock path) and patched NetStat on cache entries
+#    written by the built sidecar (render), each scenario stating what stock does and what patched does.
+# Each release runs the steps named in `steps`, in order, in its own patched tree; a step is a shell
+# function `step_<name>` (add one by defining it and appending its name). Pass counts are printed per
+# package and release, and again in a summary at the end.
 # Usage: patches/kubevirt/test.sh [VERSION...]   (default: every patches/kubevirt/v* directory)
-set -euo pipefail
+set -Eeuo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
 versions=("$@")
 if [ ${#versions[@]} -eq 0 ]; then
   for d in "$here"/v*/; do versions+=("$(basename "$d")"); done
@@ -17,92 +21,135 @@ fi
 work=$(mktemp -d)
 trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
 export GOWORK=off GOFLAGS=-mod=mod
-pkgs=(./pkg/network/setup/ ./pkg/network/cache/ ./pkg/network/multus/ ./pkg/network/namescheme/ ./pkg/safepath/)
 git_id=(-c user.name=ci -c user.email=ci@localhost)
-repo=$(cd "$here/../.." && pwd)
-echo "== build the sidecar (for the differential test)"
-(cd "$repo" && CGO_ENABLED=0 go build -o "$work/sriov-udn-binding" ./cmd/sidecar)
-export SRIOV_UDN_SIDECAR="$work/sriov-udn-binding"
 
-# test_replug runs, in the patched tree of KubeVirt $1 (the current directory), KubeVirt's own suites of the
-# packages patch 0003 touches (VF re-plug of a binding plugin with the hostdev-replug migration method):
-# pkg/network/vmispec, virt-launcher's SR-IOV hostdev package and virt-handler, whose vm_hostdevreplug_test.go
-# drives hotplugSriovInterfaces on the target after a migration and on the source after a failed one. Every
-# stock spec of those packages must stay green: 0003 changes nothing for bindings without the method or for
-# core SR-IOV. virt-handler imports pkg/controller, which on v1.9.0 needs modules the Go module proxy here
-# refuses: .ci/third-party adds its fallback to this throwaway go.mod when (and only when) that is so.
-test_replug() {
-  local v=$1 p out
-  echo "== KubeVirt $v: patch 0003 (hostdev-replug): KubeVirt's own suites"
-  if grep -q 'kubevirt.io/virt-template-api v0.2.0' go.mod; then "$repo/.ci/third-party" apply go.mod; fi
-  for p in ./pkg/network/vmispec/ ./pkg/virt-launcher/virtwrap/device/hostdevice/sriov/ ./pkg/virt-handler/; do
-    out=$(go test -count=1 -v "$p" -ginkgo.no-color 2>&1) || { echo "$out" | tail -60; echo "FAIL: $p on patched $v"; exit 1; }
-    echo "   $p: $(echo "$out" | grep -aE '^Ran [0-9]+ of [0-9]+ Specs' | head -1) $(echo "$out" | grep -aoE '[0-9]+ Passed' | head -1)"
-  done
-  out=$(go test -count=1 -v ./pkg/virt-handler/ -ginkgo.no-color -ginkgo.focus 'hostdev-replug' 2>&1) || { echo "$out" | tail -40; exit 1; }
-  echo "$out" | grep -aE '^Ran [0-9]+ of [0-9]+ Specs' | sed 's/^/   virt-handler, hostdev-replug specs: /'
+# KubeVirt's own test packages run on each patched tree.
+kubevirt_test_pkgs=(./pkg/network/setup/ ./pkg/network/cache/ ./pkg/network/multus/ ./pkg/network/namescheme/ ./pkg/safepath/)
+# The steps run for each release, in this order.
+steps=(apply build_virt_handler kubevirt_tests stock_specs difftest replug)
+summary=()
+
+# pass_count prints "N of M specs passed" (Ginkgo) or "N tests passed" (go test -v) from a test log.
+pass_count() {
+  local specs
+  specs=$(grep -aoE '^Ran [0-9]+ of [0-9]+ Specs|[0-9]+ Passed' <<<"$1" | head -2 | paste -sd' ')
+  if [ -n "$specs" ]; then
+    sed -E 's/^Ran ([0-9]+) of ([0-9]+) Specs ([0-9]+) Passed$/\3 passed (\1 of \2 specs ran)/' <<<"$specs"
+  else
+    echo "$(grep -acE '^\s*--- PASS' <<<"$1") tests passed"
+  fi
 }
 
-for v in "${versions[@]}"; do
+# prepare_modfile maps the staging replaces of a KubeVirt tree's go.mod (the module zip has no staging/src,
+# only BUILD files) to the published modules of the same version (DESIGN.md section 6), and adds the
+# third_party fallback (.ci/third-party, which says in the log when it is used) where the release requires
+# the kubevirt.io/virt-template-* version that ../shared/third_party holds (v0.2.0, v1.9.0's; v1.8.4 requires
+# v0.1.7, which the proxy serves) and the proxy refuses it.
+prepare_modfile() {
+  (cd "$1" && go mod edit -replace "kubevirt.io/api=kubevirt.io/api@$v" -replace "kubevirt.io/client-go=kubevirt.io/client-go@$v")
+  if [ "$(awk '$1 == "kubevirt.io/virt-template-api" {print $2}' "$1/go.mod")" = v0.2.0 ]; then
+    "$repo/.ci/third-party" apply "$1/go.mod"
+  fi
+}
+
+n_patches() { ls "$here/$v"/*.patch | wc -l; }
+
+step_apply() {
   echo "== KubeVirt $v: apply patches/kubevirt/$v"
+  local src
   src=$(go mod download -json "kubevirt.io/kubevirt@$v" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
-  tree="$work/kubevirt-$v"
   cp -r "$src" "$tree" && chmod -R u+w "$tree"
   cd "$tree"
   git init -q && git add -A && git "${git_id[@]}" commit -qm "kubevirt $v (module zip)"
   git "${git_id[@]}" am -q "$here/$v"/*.patch
-  echo "   applied: $(git log --reverse --format=%s "HEAD~$(ls "$here/$v"/*.patch | wc -l)..HEAD" | paste -sd'|')"
-  # The module zip has no staging/src (only BUILD files): map the staging replaces to the published
-  # modules of the same version (DESIGN.md section 6).
-  go mod edit -replace "kubevirt.io/api=kubevirt.io/api@$v" -replace "kubevirt.io/client-go=kubevirt.io/client-go@$v"
+  echo "   applied: $(git log --reverse --format=%s "HEAD~$(n_patches)..HEAD" | paste -sd'|')"
+  prepare_modfile "$tree"
+}
 
+step_build_virt_handler() {
   echo "== KubeVirt $v: go build ./cmd/virt-handler (patched)"
-  if out=$(go build -o "$work/virt-handler-$v" ./cmd/virt-handler 2>&1); then
-    ls -l "$work/virt-handler-$v" | awk '{print "   built virt-handler:", $5, "bytes"}'
-  elif echo "$out" | grep -q 'kubevirt.io/virt-template-[a-z-]*@v[0-9.]*: reading .*: 403 Forbidden'; then
-    # v1.9.0 requires kubevirt.io/virt-template-{api,client-go}@v0.2.0, which the Go module proxy does not
-    # serve (403 "not available"; the kubevirt.io vanity host is not reachable from CI either). Build every
-    # package of cmd/virt-handler's dependency graph that does not need them: it includes the patched
-    # pkg/network/setup and everything it imports.
-    buildable=$(go list -e -deps -f '{{if and (not .Error) (not .DepsErrors) (not .Standard)}}{{.ImportPath}}{{end}}' ./cmd/virt-handler | grep '^kubevirt.io/kubevirt/')
-    blocked=$(go list -e -deps -f '{{if or .Error .DepsErrors}}{{.ImportPath}}{{end}}' ./cmd/virt-handler | grep -c '^kubevirt.io/kubevirt/' || true)
-    echo "   NOT BUILT: cmd/virt-handler $v: kubevirt.io/virt-template-{api,client-go} are not served by the Go module proxy (403);"
-    echo "   building instead the $(echo "$buildable" | wc -l) packages of its graph that do not need them ($blocked need them), pkg/network/setup among them"
-    echo "$buildable" | grep -qx 'kubevirt.io/kubevirt/pkg/network/setup'
-    # shellcheck disable=SC2086
-    go build $buildable
-  else
-    echo "$out"; exit 1
-  fi
+  local start=$SECONDS
+  go build -o "$work/virt-handler-$v" ./cmd/virt-handler
+  echo "   built virt-handler: $(stat -c %s "$work/virt-handler-$v") bytes in $((SECONDS - start)) s"
+  summary+=("$v cmd/virt-handler: built")
+}
 
+step_kubevirt_tests() {
   echo "== KubeVirt $v: KubeVirt's own tests (patched tree)"
-  for p in "${pkgs[@]}"; do
-    out=$(go test -count=1 -v "$p" -ginkgo.no-color 2>&1) || { echo "$out" | tail -60; echo "FAIL: $p on patched $v"; exit 1; }
-    echo "   $p: $(echo "$out" | grep -aE '^Ran [0-9]+ of [0-9]+ Specs' | head -1) $(echo "$out" | grep -aoE '[0-9]+ Passed' | head -1)"
+  local p out
+  for p in "${kubevirt_test_pkgs[@]}"; do
+    out=$(go test -count=1 -v "$p" -ginkgo.no-color 2>&1) || { echo "$out" | tail -60; echo "FAIL: $p on patched $v"; return 1; }
+    echo "   $p: $(pass_count "$out")"
+    summary+=("$v $p: $(pass_count "$out")")
   done
+}
 
+step_stock_specs() {
   echo "== KubeVirt $v: stock netstat specs against the patched code (red only where intended)"
-  git show "HEAD~$(ls "$here/$v"/*.patch | wc -l):pkg/network/setup/netstat_test.go" > pkg/network/setup/netstat_test.go
+  local out got want
+  git show "HEAD~$(n_patches):pkg/network/setup/netstat_test.go" > pkg/network/setup/netstat_test.go
   out=$(go test -count=1 -v ./pkg/network/setup/ -ginkgo.no-color 2>&1 || true)
   got=$(echo "$out" | sed -n 's/^  \[FAIL\] \(.*\)$/\1/p' | sed 's/ *$//' | sort -u)
   want=$(grep -v '^#' "$here/$v/expected-stock-failures.txt" | sort -u)
   echo "   $(echo "$out" | grep -aE '^Ran [0-9]+ of [0-9]+ Specs' | head -1); specs red on the patched code: $(echo "$got" | grep -c .)"
   if [ "$got" != "$want" ]; then
-    echo "stock specs failing on patched $v differ from $v/expected-stock-failures.txt:"; diff <(echo "$want") <(echo "$got") || true; exit 1
+    echo "stock specs failing on patched $v differ from $v/expected-stock-failures.txt:"; diff <(echo "$want") <(echo "$got") || true; return 1
   fi
   echo "   failing stock specs are exactly the $(echo "$want" | wc -l) intended ones"
+  summary+=("$v stock netstat specs on patched code: exactly the $(echo "$want" | wc -l) intended failures")
   git checkout -q pkg/network/setup/netstat_test.go
+}
 
+step_difftest() {
   echo "== KubeVirt $v: differential test, built sidecar's entries, stock vs patched NetStat"
-  git worktree add -q "$work/stock-$v" "HEAD~$(ls "$here/$v"/*.patch | wc -l)"
-  (cd "$work/stock-$v" && go mod edit -replace "kubevirt.io/api=kubevirt.io/api@$v" -replace "kubevirt.io/client-go=kubevirt.io/client-go@$v")
+  local flavor dir out
+  git worktree add -q "$work/stock-$v" "HEAD~$(n_patches)"
+  prepare_modfile "$work/stock-$v"
   for flavor in stock patched; do
     dir="$tree"; [ "$flavor" = stock ] && dir="$work/stock-$v"
     cp "$here"/testdata/difftest/*.go "$dir/pkg/network/setup/"
-    out=$(cd "$dir" && go test -count=1 -tags "sriovudn_$flavor" -run '^TestSidecarDiff$' -v ./pkg/network/setup/ 2>&1) || { echo "$out" | tail -40; echo "FAIL: differential test, $flavor $v"; exit 1; }
+    out=$(cd "$dir" && go test -count=1 -tags "sriovudn_$flavor" -run '^TestSidecarDiff$' -v ./pkg/network/setup/ 2>&1) || { echo "$out" | tail -40; echo "FAIL: differential test, $flavor $v"; return 1; }
     echo "$out" | grep -aE 'NetStat reported|--- PASS: TestSidecarDiff ' | sed "s/^ */   $flavor: /"
+    summary+=("$v difftest ($flavor NetStat): $(grep -acE '^\s*--- PASS: TestSidecarDiff/' <<<"$out") scenarios passed")
   done
-  cd "$tree" && test_replug "$v"
+}
+
+# step_replug runs KubeVirt's own suites of the packages patch 0003 touches (VF re-plug of a binding plugin with
+# the hostdev-replug migration method): pkg/network/vmispec, virt-launcher's SR-IOV hostdev package and
+# virt-handler, whose vm_hostdevreplug_test.go drives hotplugSriovInterfaces on the target after a migration and
+# on the source after a failed one. Every stock spec of those packages must stay green: 0003 changes nothing for
+# bindings without the method or for core SR-IOV. (virt-handler imports pkg/controller: on v1.9.0 the tree's
+# go.mod has the third_party fallback from prepare_modfile where the proxy refuses it.)
+step_replug() {
+  echo "== KubeVirt $v: patch 0003 (hostdev-replug): KubeVirt's own suites"
+  local p out
+  cd "$tree"
+  for p in ./pkg/network/vmispec/ ./pkg/virt-launcher/virtwrap/device/hostdevice/sriov/ ./pkg/virt-handler/; do
+    out=$(go test -count=1 -v "$p" -ginkgo.no-color 2>&1) || { echo "$out" | tail -60; echo "FAIL: $p on patched $v"; return 1; }
+    echo "   $p: $(pass_count "$out")"
+    summary+=("$v $p: $(pass_count "$out")")
+  done
+  out=$(go test -count=1 -v ./pkg/virt-handler/ -ginkgo.no-color -ginkgo.focus 'hostdev-replug' 2>&1) || { echo "$out" | tail -40; return 1; }
+  echo "   virt-handler, hostdev-replug specs: $(pass_count "$out")"
+  summary+=("$v virt-handler hostdev-replug specs: $(pass_count "$out")")
+}
+
+echo "== build the sidecar (for the differential test)"
+(cd "$repo" && CGO_ENABLED=0 go build -o "$work/sriov-udn-binding" ./cmd/sidecar)
+export SRIOV_UDN_SIDECAR="$work/sriov-udn-binding"
+
+for v in "${versions[@]}"; do
+  tree="$work/kubevirt-$v"
+  release_start=$SECONDS
+  for step in "${steps[@]}"; do
+    # No `|| ...` here: it would switch off set -e inside the step.
+    trap 'echo "FAIL: KubeVirt $v, step $step"' ERR
+    "step_$step"
+    trap - ERR
+  done
+  echo "== KubeVirt $v: every step passed in $((SECONDS - release_start)) s"
   cd "$here"
 done
+echo "== KubeVirt patch series: summary"
+printf '   %s\n' "${summary[@]}"
 echo "== KubeVirt patch series: OK (${versions[*]})"

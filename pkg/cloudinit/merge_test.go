@@ -40,19 +40,39 @@ type mergeCase struct {
 	dropped []string
 	// macNames names network_data.json links that have no "name" (net-convert -m).
 	macNames map[string]string
-	// quirk adjusts what a renderer shows for every interface (e.g. global DNS).
-	quirk func(renderer string, f facts) facts
+	// quirk adjusts what a renderer shows for every interface (e.g. global DNS); since25 says the
+	// cloud-init under test is 25 or newer.
+	quirk func(renderer string, since25 bool, f facts) facts
 }
 
 // globalDNS: a user's global nameserver entry (v1 "nameserver", network_data.json "services") is written
-// by networkd into every .network file; the other renderers keep it out of the interface files.
-func globalDNS(nameservers, search []string) func(string, facts) facts {
-	return func(renderer string, f facts) facts {
-		if renderer == "networkd" {
+// by networkd into every .network file. cloud-init 25.1.4's network-manager renderer writes it into every
+// connection that has no DNS of its own, per family where the connection has that family's section
+// (network_manager.py "add the global DNS to the connection"); 22.4.2 kept it out. Accepted: the user
+// asked for that resolver, and our NICs carry their own DNS when the pod has any.
+func globalDNS(nameservers, search []string) func(string, bool, facts) facts {
+	return func(renderer string, since25 bool, f facts) facts {
+		switch {
+		case renderer == "networkd":
 			f.Nameservers = append(slices.Clone(f.Nameservers), nameservers...)
 			f.Search = append(slices.Clone(f.Search), search...)
-			f.normalise()
+		case renderer == "network-manager" && since25:
+			has4, has6 := f.DHCP4, f.DHCP6
+			for _, a := range f.Addresses {
+				has4, has6 = has4 || !strings.Contains(a, ":"), has6 || strings.Contains(a, ":")
+			}
+			if len(f.Nameservers) == 0 {
+				for _, ns := range nameservers {
+					if strings.Contains(ns, ":") && has6 || !strings.Contains(ns, ":") && has4 {
+						f.Nameservers = append(f.Nameservers, ns)
+					}
+				}
+			}
+			if len(f.Search) == 0 && (has4 || has6) {
+				f.Search = append(slices.Clone(f.Search), search...)
+			}
 		}
+		f.normalise()
 		return f
 	}
 }
@@ -145,14 +165,15 @@ func TestNetConvert_MergedConfigKeepsUserEntriesAndAddsOurs(t *testing.T) {
 				f.normalise()
 				want[name] = f
 			}
+			v25 := since25(t)
 			kind, quirk := "yaml", func(_ string, f facts) facts { return f }
 			if strings.HasSuffix(tc.file, ".json") {
-				kind, quirk = "network_data.json", networkDataQuirk
+				kind, quirk = "network_data.json", networkDataQuirk(t)
 			}
 			checkRendered(t, out, kind, tc.macNames, want, func(renderer string, f facts) facts {
 				f = quirk(renderer, f)
 				if tc.quirk != nil {
-					f = tc.quirk(renderer, f)
+					f = tc.quirk(renderer, v25, f)
 				}
 				return f
 			})

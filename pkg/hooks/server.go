@@ -67,6 +67,17 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Name == "" {
 		return nil, errors.New("hooks: empty hook name")
 	}
+	return newServer(cfg, func(g *grpc.Server, s *Server) {
+		info.RegisterInfoServer(g, infoServer{name: cfg.Name})
+		v3 := v1alpha3Server{handler: cfg.Handler, shutdown: s.Stop}
+		hooksv1alpha3.RegisterCallbacksServer(g, v3)
+		hooksv1alpha2.RegisterCallbacksServer(g, v1alpha2Server{v3: v3})
+	})
+}
+
+// newServer checks the socket settings and builds a Server whose services register adds: the socket
+// lifecycle, interceptors and stop are the same for the hook protocol and the Plugin API.
+func newServer(cfg Config, register func(*grpc.Server, *Server)) (*Server, error) {
 	if err := validateSocketName(cfg.SocketName); err != nil {
 		return nil, err
 	}
@@ -90,10 +101,7 @@ func New(cfg Config) (*Server, error) {
 		// A client that connects and stays silent is dropped after this long instead of gRPC's 120 s.
 		grpc.ConnectionTimeout(cfg.StopTimeout),
 		grpc.ChainUnaryInterceptor(logInterceptor(logger), recoverInterceptor(logger), s.lifeInterceptor))
-	info.RegisterInfoServer(s.grpc, infoServer{name: cfg.Name})
-	v3 := v1alpha3Server{handler: cfg.Handler, shutdown: s.Stop}
-	hooksv1alpha3.RegisterCallbacksServer(s.grpc, v3)
-	hooksv1alpha2.RegisterCallbacksServer(s.grpc, v1alpha2Server{v3: v3})
+	register(s.grpc, s)
 	return s, nil
 }
 

@@ -96,7 +96,10 @@ func TestControlPlane(t *testing.T) {
 		}
 	})
 	t.Run("MutatingAdmissionPolicy on the launcher pod KubeVirt renders", func(t *testing.T) { testLauncherPod(t, c, k) })
+	t.Run("the pod-info volume names are reserved (VM, VMI)", func(t *testing.T) { testPodInfoVolumeVerdicts(t, c) })
+	t.Run("the pod-info volume of a launcher pod is the pinned one", func(t *testing.T) { testPodInfoPodVerdicts(t, c) })
 	t.Run("a manifest the server rejects fails apply with the server's error", func(t *testing.T) { testBrokenManifest(t, k) })
+	t.Run("Plugin API (KubeVirt v1.9+): KubeVirt's CRD and policies admit manifests/overlays/plugin", func(t *testing.T) { testPluginAPI(t, c) })
 }
 
 // applyAndReadBack runs `kubectl apply -k dir` and reads back every object it sent.
@@ -158,6 +161,9 @@ func (c *cluster) waitForPolicies(t *testing.T) {
 		},
 		memlockName: func(_ *testing.T, obj *unstructured.Unstructured) {
 			removeField(obj, "domain", "memory", "reservedOverhead")
+		},
+		podInfoVolumePolicy: func(t *testing.T, obj *unstructured.Unstructured) {
+			withVolume(forgedDownwardAPI("sriov-udn-podinfo"))(t, obj)
 		},
 	}
 	for policy, breakIt := range probes {

@@ -56,20 +56,26 @@ func installCRDs(t *testing.T, c *cluster) {
 	require.NoError(t, err)
 	ctx := context.Background()
 	for _, crd := range crds(t) {
-		_, err := client.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
-		require.NoError(t, err, "create CRD %s", crd.Name)
-		err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			got, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			for _, cond := range got.Status.Conditions {
-				if cond.Type == extv1.Established && cond.Status == extv1.ConditionTrue {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		require.NoError(t, err, "CRD %s never became Established", crd.Name)
+		installCRD(t, ctx, client, crd)
 	}
+}
+
+// installCRD creates crd and waits until the server reports it Established (served).
+func installCRD(t *testing.T, ctx context.Context, client apiextensionsclient.Interface, crd *extv1.CustomResourceDefinition) {
+	t.Helper()
+	_, err := client.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
+	require.NoError(t, err, "create CRD %s", crd.Name)
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		got, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, cond := range got.Status.Conditions {
+			if cond.Type == extv1.Established && cond.Status == extv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	require.NoError(t, err, "CRD %s never became Established", crd.Name)
 }

@@ -35,10 +35,14 @@ const (
 	podInfoVolume = "sriov-udn-podinfo"
 )
 
-// kubevirtTag is the KubeVirt release this module renders with (its go.mod), for the images of its pods.
-// Test binaries carry no dependency versions in their build info, hence go.mod.
+// kubevirtTag is the KubeVirt release this module renders with, for the images of its pods: the matrix's
+// KUBEVIRT_VERSION (make test-controlplane sets it with the -modfile it passes), else go.mod's. Test
+// binaries carry no dependency versions in their build info, hence the files.
 func kubevirtTag(t *testing.T) string {
 	t.Helper()
+	if v := os.Getenv("KUBEVIRT_VERSION"); v != "" {
+		return v
+	}
 	data, err := os.ReadFile("go.mod")
 	require.NoError(t, err)
 	m := regexp.MustCompile(`(?m)^\s*kubevirt\.io/kubevirt (v\S+)$`).FindSubmatch(data)

@@ -26,21 +26,25 @@ import (
 )
 
 // Time limits, generous: on a loaded 2-core machine debootstrap took 7.5 min and a TCG boot 3 min
-// (idle: 1.5 min and about 1 min).
+// (idle: 1.5 min and about 1 min); at a load of 30 (seven helpers on 2 cores) a Debian 13 boot took
+// 5.5 to 9.5 min.
 const (
 	imageBuildTimeout = 15 * time.Minute
-	bootTimeout       = 6 * time.Minute
+	bootTimeout       = 15 * time.Minute
 	collectTimeout    = 10 * time.Second
 )
 
-// guestEnv is what every scenario shares: the cached image and the built sidecar.
+// guestEnv is what every scenario shares: the built sidecar, the floor image and the results table.
 type guestEnv struct {
+	// image is the floor guest (Debian 12); runOn takes any image of the matrix.
 	image      Image
+	cacheDir   string
 	sidecar    string
 	secretsDir string
 
 	mu      sync.Mutex
 	timings map[string]time.Duration
+	table   *matrixTable
 }
 
 func (e *guestEnv) record(name string, d time.Duration) {
@@ -50,23 +54,72 @@ func (e *guestEnv) record(name string, d time.Duration) {
 }
 
 // TestGuest_CloudInitFromSidecar_ConfiguresGuestNICs runs virt-launcher's pre-start path against
-// the built sidecar and boots a Debian 12 guest on the ISO KubeVirt builds; each subtest asserts
-// on the guest's own report. Scenarios run two at a time (go test's -parallel, GOMAXPROCS); the
-// starts of one scenario run one after the other on one disk.
+// the built sidecar and boots each guest of the matrix (ImageMatrix) on the ISO KubeVirt builds; each
+// subtest (image/scenario) asserts on the guest's own report. Scenarios run two at a time (go test's
+// -parallel, GOMAXPROCS) across images; the starts of one scenario run one after the other on one disk.
+// GUEST_MATRIX=smoke runs only the smoke scenarios on the floor image (make test-guest does that on every
+// KubeVirt version but the first: the code a guest sees, the ISO generator and the hook Manager, is the
+// same in each). At the end the log shows the table image x scenario with the guest's cloud-init version.
 func TestGuest_CloudInitFromSidecar_ConfiguresGuestNICs(t *testing.T) {
+	smoke, err := smokeOnly()
+	require.NoError(t, err)
 	env := setupGuest(t)
 	scenarios, err := buildScenarios()
 	require.NoError(t, err)
-	for _, sc := range scenarios {
-		t.Run(sc.name, func(t *testing.T) {
+	images := ImageMatrix()
+	if smoke {
+		images = images[:1]
+	}
+	env.table = newMatrixTable(images, scenarios)
+	kubevirt := os.Getenv("KUBEVIRT_VERSION") // make test-guest exports it
+	if kubevirt == "" {
+		kubevirt = "of test/go.mod"
+	}
+	t.Cleanup(func() {
+		t.Logf("guest matrix (KubeVirt %s, GUEST_MATRIX=%s):\n%s", kubevirt, matrixMode(smoke), env.table)
+	})
+	for i, g := range images {
+		t.Run(g.Name, func(t *testing.T) {
 			t.Parallel()
-			env.run(t, sc)
+			img := env.image
+			if i > 0 {
+				img = env.ensureImage(t, g.Spec)
+			}
+			for _, sc := range scenarios {
+				if !sc.runsOn(i == 0, smoke) {
+					continue
+				}
+				t.Run(sc.name, func(t *testing.T) {
+					t.Parallel()
+					t.Cleanup(func() { env.table.result(g.Name, sc.name, !t.Failed()) })
+					env.runOn(t, img, g.Name, sc)
+				})
+			}
 		})
 	}
 }
 
+// smokeOnly reads GUEST_MATRIX: "full" or unset runs the whole matrix, "smoke" the smoke boots.
+func smokeOnly() (bool, error) {
+	switch m := os.Getenv("GUEST_MATRIX"); m {
+	case "", "full":
+		return false, nil
+	case "smoke":
+		return true, nil
+	default:
+		return false, fmt.Errorf("GUEST_MATRIX=%q: want full or smoke", m)
+	}
+}
+
+func matrixMode(smoke bool) string {
+	if smoke {
+		return "smoke"
+	}
+	return "full"
+}
+
 // setupGuest skips (saying why) when the machine cannot boot the guest, else returns the shared
-// environment: image built or taken from the cache, sidecar built, KubeVirt's cloud-init dir set.
+// environment: floor image built or taken from the cache, sidecar built, KubeVirt's cloud-init dir set.
 func setupGuest(t *testing.T) *guestEnv {
 	t.Helper()
 	if testing.Short() {
@@ -83,28 +136,9 @@ func setupGuest(t *testing.T) *guestEnv {
 	if cacheDir == "" {
 		cacheDir = "/var/cache/sriov-udn-binding/guest"
 	}
-	spec := DefaultImageSpec()
-	if !imageIn(filepath.Join(cacheDir, spec.Key())).complete() {
-		if missing := missingCommands("debootstrap", "mkfs.ext4"); len(missing) > 0 {
-			t.Skipf("skipping guest boot: no cached image in %s and %s not installed (Debian: apt-get install debootstrap e2fsprogs)",
-				cacheDir, strings.Join(missing, ", "))
-		}
-	}
-
-	env := &guestEnv{timings: map[string]time.Duration{}}
+	env := &guestEnv{cacheDir: cacheDir, timings: map[string]time.Duration{}}
 	t.Cleanup(func() { logTimings(t, env) })
-
-	ctx, cancel := context.WithTimeout(context.Background(), imageBuildTimeout)
-	defer cancel()
-	start := time.Now()
-	img, built, err := EnsureImage(ctx, cacheDir, spec, t.Logf)
-	require.NoError(t, err, "build the guest image")
-	if built {
-		env.record("image build", time.Since(start))
-	} else {
-		t.Logf("guest image: cached at %s (key %s)", img.Dir, spec.Key())
-	}
-	env.image = img
+	env.image = env.ensureImage(t, DefaultImageSpec())
 
 	msg, err := ensureQemuUser()
 	require.NoError(t, err)
@@ -118,6 +152,29 @@ func setupGuest(t *testing.T) *guestEnv {
 	// variable in KubeVirt, shared by every scenario (each VMI has its own subdirectory).
 	require.NoError(t, cloudinit.SetLocalDirectory(filepath.Join(t.TempDir(), "cloud-init-data")))
 	return env
+}
+
+// ensureImage returns the cached image of spec, building it first (skipping, saying why, when it is
+// not cached and the machine cannot build it).
+func (e *guestEnv) ensureImage(t *testing.T, spec ImageSpec) Image {
+	t.Helper()
+	if !imageIn(filepath.Join(e.cacheDir, spec.Key())).complete() {
+		if missing := missingCommands("debootstrap", "mkfs.ext4"); len(missing) > 0 {
+			t.Skipf("skipping guest boot: no cached %s image in %s and %s not installed (Debian: apt-get install debootstrap e2fsprogs)",
+				spec.Suite, e.cacheDir, strings.Join(missing, ", "))
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), imageBuildTimeout)
+	defer cancel()
+	start := time.Now()
+	img, built, err := EnsureImage(ctx, e.cacheDir, spec, t.Logf)
+	require.NoError(t, err, "build the %s guest image", spec.Suite)
+	if built {
+		e.record("image build "+spec.Suite+" "+spec.Key(), time.Since(start))
+	} else {
+		t.Logf("guest image: cached at %s (%s, key %s)", img.Dir, spec.Suite, spec.Key())
+	}
+	return img
 }
 
 func missingCommands(names ...string) []string {
@@ -138,14 +195,15 @@ func logTimings(t *testing.T, env *guestEnv) {
 	}
 }
 
-// run is one scenario: per start, the pre-start path (serialised under the hook-root lock), ISO,
-// boot, checks. Starts after the first boot the same disk, as a restarted VM does.
-func (e *guestEnv) run(t *testing.T, sc scenario) {
+// runOn is one scenario on img (named imageName in the results table): per start,
+// the pre-start path (serialised under the hook-root lock), ISO, boot, checks. Starts after the first
+// boot the same disk, as a restarted VM does.
+func (e *guestEnv) runOn(t *testing.T, img Image, imageName string, sc scenario) {
 	work := t.TempDir()
 	disk := ""
 	if len(sc.starts) > 1 {
 		disk = filepath.Join(work, "disk.img")
-		require.NoError(t, copySparse(e.image.Root, disk), "the VM's own disk")
+		require.NoError(t, copySparse(img.Root, disk), "the VM's own disk")
 	}
 	guestFwd := ""
 	if sc.include != "" {
@@ -160,7 +218,10 @@ func (e *guestEnv) run(t *testing.T, sc scenario) {
 	for i, st := range sc.starts {
 		name := fmt.Sprintf("start%d", i+1)
 		if !t.Run(name, func(t *testing.T) {
-			report := e.boot(t, sc.name+"/"+name, st, filepath.Join(work, name), disk, guestFwd)
+			report := e.bootOn(t, img, imageName+"/"+sc.name+"/"+name, st, filepath.Join(work, name), disk, guestFwd)
+			if e.table != nil {
+				e.table.version(imageName, report.CloudInitVersion)
+			}
 			st.check(t, report)
 			if first != nil {
 				// Every start is the same instance to cloud-init (KubeVirt keeps the instance-id).
@@ -173,8 +234,8 @@ func (e *guestEnv) run(t *testing.T, sc scenario) {
 	}
 }
 
-// boot is one start: pre-start path, domain, ISO, qemu, report.
-func (e *guestEnv) boot(t *testing.T, name string, st start, work, disk, guestFwd string) *Report {
+// bootOn is one start on img: pre-start path, domain, ISO, qemu, report.
+func (e *guestEnv) bootOn(t *testing.T, img Image, name string, st start, work, disk, guestFwd string) *Report {
 	require.NoError(t, os.MkdirAll(work, 0o755))
 	var (
 		data    *cloudinit.CloudInitData
@@ -195,7 +256,7 @@ func (e *guestEnv) boot(t *testing.T, name string, st start, work, disk, guestFw
 
 	ctx, cancel := context.WithTimeout(context.Background(), bootTimeout)
 	defer cancel()
-	boot := Boot{Image: e.image, Disk: disk, ISO: iso, NICs: nics, GuestFwd: guestFwd,
+	boot := Boot{Image: img, Disk: disk, ISO: iso, NICs: nics, GuestFwd: guestFwd,
 		ConsoleLog: filepath.Join(work, "console.log"), Accel: os.Getenv("GUEST_QEMU_ACCEL")}
 	res, err := boot.Run(ctx)
 	keepArtifacts(t, name, data, boot.ConsoleLog, res.Report)

@@ -34,24 +34,62 @@ type ImageSpec struct {
 // imageLayoutVersion changes when the build steps below change in a way the spec does not show.
 const imageLayoutVersion = "1"
 
+// GuestImage is one guest of the matrix (README "Requirements and limits" lists it): the name the log's
+// table shows, the image, and the renderer cloud-init uses in it, which decides how checks read the network.
+type GuestImage struct {
+	Name string
+	Spec ImageSpec
+	// NetworkManager says cloud-init renders to NetworkManager keyfiles: the checks read nmcli besides ip.
+	NetworkManager bool
+}
+
+// guestPackages are the packages every guest has, on top of its renderer's.
+var guestPackages = []string{
+	"systemd", "systemd-sysv", "udev", "linux-image-cloud-amd64", "cloud-init", "python3-cffi-backend", "iproute2",
+}
+
+// baseCloudCfg: the datasource list is what KubeVirt can give a guest; it keeps ds-identify from probing
+// clouds that are not there. The minbase root has no update-locale, so cc_locale would report an error on
+// every boot that has nothing to do with networking.
+const baseCloudCfg = "datasource_list: [ NoCloud, ConfigDrive, None ]\nlocale: false\n"
+
+// nmCloudCfg makes cloud-init render and activate through NetworkManager, as RHEL's cloud.cfg does
+// (system_info.network.renderers; RHEL 9/10 list sysconfig first and fall back to network-manager when
+// the initscripts are absent, which they are by default: cloudinit/net/sysconfig.py available()).
+const nmCloudCfg = baseCloudCfg + "system_info:\n  network:\n    renderers: [ network-manager ]\n    activators: [ network-manager ]\n"
+
+// ImageMatrix is every guest the boot test runs: the floor (Debian 12, cloud-init 22.4.2, netplan ->
+// networkd), Debian 13 with cloud-init 25.1.4 and netplan (cloud-init's first choice on Debian:
+// system_info.network.renderers in its cloud.cfg), and Debian 13 with NetworkManager standing in for the
+// RHEL family. trixie's minbase lacks e2fsprogs (bookworm's has it), whose resize2fs cloud-init's
+// resizefs module runs at every boot: without it cloud-init reports an error that is not ours.
+func ImageMatrix() []GuestImage {
+	return []GuestImage{
+		{Name: "debian12-ci22-netplan-networkd", Spec: DefaultImageSpec()},
+		{Name: "debian13-ci25-netplan-networkd", Spec: imageSpec("trixie", baseCloudCfg, "e2fsprogs", "netplan.io")},
+		// dbus: NetworkManager and nmcli talk over it (minbase has none).
+		{Name: "debian13-ci25-networkmanager", Spec: imageSpec("trixie", nmCloudCfg, "e2fsprogs", "network-manager", "dbus"), NetworkManager: true},
+	}
+}
+
 // DefaultImageSpec is the Debian 12 guest: cloud-init 22.4.2 (the project's compatibility floor)
 // rendering through netplan to systemd-networkd.
 func DefaultImageSpec() ImageSpec {
+	return imageSpec("bookworm", baseCloudCfg, "netplan.io")
+}
+
+// imageSpec is a guest of suite with cloudCfg and the extra packages (its renderer's, and what its
+// minbase lacks) on top of guestPackages.
+func imageSpec(suite, cloudCfg string, extra ...string) ImageSpec {
 	mirror := os.Getenv("GUEST_DEBIAN_MIRROR")
 	if mirror == "" {
 		mirror = "http://deb.debian.org/debian"
 	}
 	return ImageSpec{
-		Suite:  "bookworm",
-		Mirror: mirror,
-		Packages: []string{
-			"systemd", "systemd-sysv", "udev", "linux-image-cloud-amd64", "cloud-init",
-			"python3-cffi-backend", "iproute2", "netplan.io",
-		},
-		// The datasource list is what KubeVirt can give a guest; it keeps ds-identify from probing
-		// clouds that are not there. The minbase root has no update-locale, so cc_locale would
-		// report an error on every boot that has nothing to do with networking.
-		CloudCfg: "datasource_list: [ NoCloud, ConfigDrive, None ]\nlocale: false\n",
+		Suite:    suite,
+		Mirror:   mirror,
+		Packages: append(append([]string(nil), guestPackages...), extra...),
+		CloudCfg: cloudCfg,
 		// The report comes from a unit of the image, not from the user data, so that every user-data
 		// format (none included) can be tested, on every boot, after cloud-init's final stage.
 		Files: map[string]string{

@@ -1,6 +1,7 @@
 package guest
 
 import (
+	"net/netip"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -55,6 +56,7 @@ func podNICScenarios() ([]scenario, error) {
 		include string
 		work    []string // user work that must have run exactly once by every start
 		starts  []startDef
+		matrix  bool // runs on every image (scenario.matrix)
 	}
 	twoStarts := []startDef{
 		{vfV4: "10.200.0.5", vfV6: "fd10:200::5", podMAC: "0a:58:0a:f4:01:07", kubevirt: true},
@@ -63,15 +65,15 @@ func podNICScenarios() ([]scenario, error) {
 	oneStart := twoStarts[:1]
 	defs := []def{
 		{name: "NoCloud_PodNICWithoutMAC_CloudConfig_EveryStartAppliesItsAddresses", vmiName: "guest-restart-nocloud",
-			podNIC: podNICNoMAC, ci: cloudInitVolume{UserData: ccUser}, work: []string{"runcmd"}, starts: twoStarts},
+			podNIC: podNICNoMAC, ci: cloudInitVolume{UserData: ccUser}, work: []string{"runcmd"}, starts: twoStarts, matrix: true},
 		{name: "ConfigDrive_PodNICWithoutMACBridge_Script_DomainMACFromSidecar_EveryStartAppliesItsAddresses", vmiName: "guest-restart-configdrive",
-			podNIC: podNICBridgeNoMAC, ci: cloudInitVolume{ConfigDrive: true, UserData: scriptUserData("script")}, work: []string{"script"},
+			podNIC: podNICBridgeNoMAC, ci: cloudInitVolume{ConfigDrive: true, UserData: scriptUserData("script")}, work: []string{"script"}, matrix: true,
 			starts: []startDef{
 				{vfV4: "10.200.0.5", vfV6: "fd10:200::5", podMAC: "0a:58:0a:f4:01:07"},
 				{vfV4: "10.200.0.6", vfV6: "fd10:200::6", podMAC: "0a:58:0a:f4:01:08", uidSuffix: "restart"},
 			}},
 		{name: "NoCloud_PodNICWithoutMAC_MIMEUserData_PartsRunAndNetworkApplied", vmiName: "guest-mime",
-			podNIC: podNICNoMAC, ci: cloudInitVolume{UserData: mimeUser}, work: []string{"mime-cloud-config", "mime-script"}, starts: oneStart},
+			podNIC: podNICNoMAC, ci: cloudInitVolume{UserData: mimeUser}, work: []string{"mime-cloud-config", "mime-script"}, starts: oneStart, matrix: true},
 		{name: "NoCloud_PodNICWithoutMAC_IncludeUserData_IncludedRunsAndNetworkApplied", vmiName: "guest-include",
 			podNIC: podNICNoMAC, ci: cloudInitVolume{UserData: includeUserData("http://" + includeHost + "/cc.yaml")}, include: includedCC,
 			work: []string{"include"}, starts: oneStart},
@@ -79,11 +81,11 @@ func podNICScenarios() ([]scenario, error) {
 		// user-networkData path: the user's static pod NIC (matched by its macAddress) stands, ours beside it,
 		// and the user data is our cloud-config alone.
 		{name: "NoCloud_NoUserData_UserNetworkDataForPodNIC_BothApplied", vmiName: "guest-no-userdata",
-			podNIC: podNIC, ci: cloudInitVolume{NetworkData: userND}, starts: oneStart},
+			podNIC: podNIC, ci: cloudInitVolume{NetworkData: userND}, starts: oneStart, matrix: true},
 	}
 	var out []scenario
 	for _, d := range defs {
-		sc := scenario{name: d.name, include: d.include}
+		sc := scenario{name: d.name, include: d.include, matrix: d.matrix}
 		for i, sd := range d.starts {
 			vmi := newVMI(d.vmiName, []vmiIface{d.podNIC, secondary}, d.ci)
 			if sd.uidSuffix != "" {
@@ -132,6 +134,11 @@ func datasourceOf(ci cloudInitVolume) string {
 // checkOnLinkRoute asserts a route to dst through the NIC with no gateway.
 func checkOnLinkRoute(t *testing.T, r *Report, mac, dst string) {
 	t.Helper()
+	unspecified := "0.0.0.0"
+	if netip.MustParsePrefix(dst).Addr().Is6() {
+		unspecified = "::"
+	}
+	checkNMRoute(t, r, mac, dst, unspecified)
 	l := guestLink(t, r, mac)
 	for _, rt := range r.RoutesVia(l.Name) {
 		if rt.Dst == dst {

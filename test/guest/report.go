@@ -33,6 +33,12 @@ type Report struct {
 	UserWork map[string]int
 	// InstanceID is cloud-init's instance-id (/var/lib/cloud/data/instance-id).
 	InstanceID string
+	// CloudInitVersion is what the guest's `cloud-init --version` says, e.g. "25.1.4".
+	CloudInitVersion string
+	// NM is set on a guest where NetworkManager runs (nmcli device show, by device name); nil elsewhere.
+	NM map[string]*NMDevice
+	// NMConnections maps a NetworkManager keyfile path to its content (what cloud-init rendered).
+	NMConnections map[string]string
 	// Sections keeps every section's raw text, for failure messages.
 	Sections map[string]string
 }
@@ -141,6 +147,15 @@ func ParseReport(serial string) (*Report, error) {
 		r.UserWork[name] = strings.Count(body, "ran\n")
 	}
 	r.InstanceID = strings.TrimSpace(sections["instance"])
+	if f := strings.Fields(sections["version"]); len(f) > 0 {
+		r.CloudInitVersion = f[len(f)-1] // "/usr/bin/cloud-init 25.1.4"
+	}
+	if text, ok := sections["nmcli"]; ok {
+		if r.NM, err = parseNMCLI(text); err != nil {
+			return nil, err
+		}
+		r.NMConnections = splitFiles(sections["nmconnections"])
+	}
 
 	var status struct {
 		V1 map[string]json.RawMessage `json:"v1"`
@@ -340,8 +355,165 @@ func UnitValues(unit, key string) []string {
 // String prints the human part of the report for failure messages.
 func (r *Report) String() string {
 	var b strings.Builder
-	for _, name := range []string{"brief", "netplan", "networkd", "leases", "cloudinit"} {
-		fmt.Fprintf(&b, "--- guest %s ---\n%s\n", name, r.Sections[name])
+	for _, name := range []string{"version", "brief", "netplan", "networkd", "leases", "nmcli", "nmconnections", "cloudinit"} {
+		if text, ok := r.Sections[name]; ok {
+			// trixie's iproute2 colours its brief output on the guest's serial tty.
+			fmt.Fprintf(&b, "--- guest %s ---\n%s\n", name, stripEscapes(text))
+		}
 	}
 	return b.String()
+}
+
+// NMDevice is one device as NetworkManager reports it (nmcli -t device show), on the NM guest.
+type NMDevice struct {
+	Device     string
+	HWAddr     string // lower case
+	State      string // e.g. "100 (connected)"
+	Connection string
+	Addrs      []netip.Prefix
+	Gateways   []netip.Addr
+	Routes     []NMRoute
+	// DHCP4 holds the DHCPv4 options of the device's lease (DHCP4.OPTION), empty without one.
+	DHCP4 []string
+}
+
+// NMRoute is one IP4.ROUTE or IP6.ROUTE of a device: nmcli writes "dst = X, nh = Y, mt = Z".
+type NMRoute struct {
+	Dst     netip.Prefix
+	NextHop netip.Addr // the unspecified address for an on-link route
+}
+
+// parseNMCLI reads `nmcli -t -f ... device show`: one "FIELD:value" per line (colons in values escaped
+// as "\:"), a blank line between devices.
+func parseNMCLI(text string) (map[string]*NMDevice, error) {
+	devices := map[string]*NMDevice{}
+	var cur *NMDevice
+	for _, line := range strings.Split(text, "\n") {
+		field, value, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok {
+			continue
+		}
+		value = strings.ReplaceAll(value, `\:`, ":")
+		if i := strings.IndexByte(field, '['); i >= 0 {
+			field = field[:i]
+		}
+		if field == "GENERAL.DEVICE" {
+			cur = &NMDevice{Device: value}
+			devices[value] = cur
+			continue
+		}
+		if cur == nil || value == "" {
+			continue
+		}
+		switch field {
+		case "GENERAL.HWADDR":
+			cur.HWAddr = strings.ToLower(value)
+		case "GENERAL.STATE":
+			cur.State = value
+		case "GENERAL.CONNECTION":
+			cur.Connection = value
+		case "IP4.ADDRESS", "IP6.ADDRESS":
+			p, err := netip.ParsePrefix(value)
+			if err != nil {
+				return nil, fmt.Errorf("report section nmcli: device %s %s %q: %w", cur.Device, field, value, err)
+			}
+			cur.Addrs = append(cur.Addrs, p)
+		case "IP4.GATEWAY", "IP6.GATEWAY":
+			gw, err := netip.ParseAddr(value)
+			if err != nil {
+				return nil, fmt.Errorf("report section nmcli: device %s %s %q: %w", cur.Device, field, value, err)
+			}
+			cur.Gateways = append(cur.Gateways, gw)
+		case "IP4.ROUTE", "IP6.ROUTE":
+			rt, err := parseNMRoute(value)
+			if err != nil {
+				return nil, fmt.Errorf("report section nmcli: device %s %s: %w", cur.Device, field, err)
+			}
+			cur.Routes = append(cur.Routes, rt)
+		case "DHCP4.OPTION":
+			cur.DHCP4 = append(cur.DHCP4, value)
+		}
+	}
+	return devices, nil
+}
+
+func parseNMRoute(value string) (NMRoute, error) {
+	var rt NMRoute
+	for _, kv := range strings.Split(value, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		var err error
+		switch k {
+		case "dst":
+			rt.Dst, err = netip.ParsePrefix(v)
+		case "nh":
+			rt.NextHop, err = netip.ParseAddr(v)
+		}
+		if err != nil {
+			return NMRoute{}, fmt.Errorf("route %q: %s: %w", value, k, err)
+		}
+	}
+	if !rt.Dst.IsValid() || !rt.NextHop.IsValid() {
+		return NMRoute{}, fmt.Errorf("route %q: want dst and nh", value)
+	}
+	return rt, nil
+}
+
+// NMDeviceByMAC returns the NetworkManager device carrying mac (NM guest only).
+func (r *Report) NMDeviceByMAC(mac string) (*NMDevice, bool) {
+	hw, err := net.ParseMAC(mac)
+	if err != nil {
+		return nil, false
+	}
+	for _, name := range sortedKeys(r.NM) {
+		if d := r.NM[name]; d.HWAddr == hw.String() {
+			return d, true
+		}
+	}
+	return nil, false
+}
+
+// GlobalPrefixes returns the device's addresses that are not link-local.
+func (d *NMDevice) GlobalPrefixes() []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range d.Addrs {
+		if !p.Addr().IsLinkLocalUnicast() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// NMConnectionFor returns the keyfile (path and content) whose [ethernet] mac-address is mac.
+func (r *Report) NMConnectionFor(mac string) (string, string, bool) {
+	hw, err := net.ParseMAC(mac)
+	if err != nil {
+		return "", "", false
+	}
+	for _, path := range sortedKeys(r.NMConnections) {
+		body := r.NMConnections[path]
+		for _, v := range UnitValues(body, "mac-address") {
+			if strings.EqualFold(v, hw.String()) {
+				return path, body, true
+			}
+		}
+	}
+	return "", "", false
+}
+
+// KeyfileValues returns every value of key in section of a NetworkManager keyfile (or any ini text).
+func KeyfileValues(keyfile, section, key string) []string {
+	var out []string
+	cur := ""
+	for _, line := range strings.Split(keyfile, "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "[") && strings.HasSuffix(line, "]") {
+			cur = strings.Trim(line, "[]")
+			continue
+		}
+		if k, v, ok := strings.Cut(line, "="); ok && cur == section && k == key {
+			out = append(out, strings.TrimSpace(v))
+		}
+	}
+	return out
 }

@@ -131,3 +131,99 @@ func TestParseReport_UserWorkAndInstanceID(t *testing.T) {
 	assert.Equal(t, map[string]int{"runcmd": 2, "script": 1}, r.UserWork)
 	assert.Equal(t, "iid-123", r.InstanceID)
 }
+
+// nmcliOutput is what `nmcli -t -f ... device show` printed on the Debian 13 NetworkManager guest
+// (NetworkManager 1.52.1), trimmed to two devices.
+const nmcliOutput = `GENERAL.DEVICE:podnic
+GENERAL.HWADDR:02:00:00:00:00:01
+GENERAL.STATE:100 (connected)
+GENERAL.CONNECTION:cloud-init podnic
+IP4.ADDRESS[1]:192.0.2.10/24
+IP4.GATEWAY:192.0.2.1
+IP4.ROUTE[1]:dst = 0.0.0.0/0, nh = 192.0.2.1, mt = 101
+IP4.ROUTE[2]:dst = 192.0.2.0/24, nh = 0.0.0.0, mt = 101
+IP6.ADDRESS[1]:fe80::ff:fe00:1/64
+IP6.GATEWAY:
+IP6.ROUTE[1]:dst = fe80::/64, nh = ::, mt = 1024
+
+GENERAL.DEVICE:l2sec
+GENERAL.HWADDR:02:00:00:0A:00:05
+GENERAL.STATE:100 (connected)
+GENERAL.CONNECTION:cloud-init l2sec
+IP4.ADDRESS[1]:10.200.0.5/24
+IP4.GATEWAY:
+IP4.ROUTE[1]:dst = 192.168.77.0/24, nh = 0.0.0.0, mt = 100
+IP6.ADDRESS[1]:fe80::ff:fe0a:5/64
+IP6.ADDRESS[2]:fd10\:200\:\:5/64
+IP6.GATEWAY:
+DHCP4.OPTION[1]:routers = 10.0.2.2
+`
+
+func TestParseNMCLI_DevicesAddressesGatewaysOnLinkRoutesAndLease(t *testing.T) {
+	devs, err := parseNMCLI(nmcliOutput)
+	require.NoError(t, err)
+	require.Len(t, devs, 2)
+	r := &Report{NM: devs}
+
+	pod, ok := r.NMDeviceByMAC("02:00:00:00:00:01")
+	require.True(t, ok)
+	assert.Equal(t, "podnic", pod.Device)
+	assert.Equal(t, []netip.Addr{netip.MustParseAddr("192.0.2.1")}, pod.Gateways)
+	assert.Contains(t, pod.Routes, NMRoute{Dst: netip.MustParsePrefix("0.0.0.0/0"), NextHop: netip.MustParseAddr("192.0.2.1")})
+	assert.Empty(t, pod.DHCP4)
+
+	vf, ok := r.NMDeviceByMAC("02:00:00:0a:00:05")
+	require.True(t, ok, "nmcli prints MACs upper case")
+	assert.Equal(t, "100 (connected)", vf.State)
+	assert.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.200.0.5/24"), netip.MustParsePrefix("fd10:200::5/64")}, vf.GlobalPrefixes(),
+		"link-local left out, escaped colons read")
+	assert.Empty(t, vf.Gateways)
+	assert.Equal(t, []NMRoute{{Dst: netip.MustParsePrefix("192.168.77.0/24"), NextHop: netip.MustParseAddr("0.0.0.0")}}, vf.Routes)
+	assert.Equal(t, []string{"routers = 10.0.2.2"}, vf.DHCP4)
+}
+
+func TestParseNMCLI_RejectsWhatItCannotRead_NamingDeviceAndField(t *testing.T) {
+	for _, tc := range []struct{ name, text, want string }{
+		{"bad address", "GENERAL.DEVICE:eth0\nIP4.ADDRESS[1]:10.0.0.300/24\n", "device eth0 IP4.ADDRESS"},
+		{"bad gateway", "GENERAL.DEVICE:eth0\nIP6.GATEWAY:fd00::zz\n", "device eth0 IP6.GATEWAY"},
+		{"route without next hop", "GENERAL.DEVICE:eth0\nIP4.ROUTE[1]:dst = 10.0.0.0/8, mt = 5\n", "want dst and nh"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseNMCLI(tc.text)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestKeyfileValues_ReadsOneSection(t *testing.T) {
+	keyfile := "[connection]\nid=x\n[ipv4]\nmethod=auto\n[ipv6]\nmethod=manual\n"
+	assert.Equal(t, []string{"auto"}, KeyfileValues(keyfile, "ipv4", "method"))
+	assert.Equal(t, []string{"manual"}, KeyfileValues(keyfile, "ipv6", "method"))
+	assert.Empty(t, KeyfileValues(keyfile, "ethernet", "mac-address"))
+}
+
+func TestParseReport_NetworkManagerGuest_ReadsVersionNMCLIAndKeyfiles(t *testing.T) {
+	sections := map[string]string{
+		"version":       "/usr/bin/cloud-init 25.1.4",
+		"nmcli":         nmcliOutput,
+		"nmconnections": "# /etc/NetworkManager/system-connections/cloud-init-l2sec.nmconnection\n[ethernet]\nmac-address=02:00:00:0A:00:05\n[ipv4]\nmethod=manual\n",
+	}
+	for k, v := range validSections {
+		sections[k] = v
+	}
+	r, err := ParseReport(syntheticReport(sections, append([]string{"version", "nmcli", "nmconnections"}, allSections...)...))
+	require.NoError(t, err)
+	assert.Equal(t, "25.1.4", r.CloudInitVersion)
+	require.NotNil(t, r.NM)
+	assert.Len(t, r.NM, 2)
+	path, keyfile, ok := r.NMConnectionFor("02:00:00:0a:00:05")
+	require.True(t, ok)
+	assert.Equal(t, "/etc/NetworkManager/system-connections/cloud-init-l2sec.nmconnection", path)
+	assert.Equal(t, []string{"manual"}, KeyfileValues(keyfile, "ipv4", "method"))
+
+	plain, err := ParseReport(syntheticReport(validSections, allSections...))
+	require.NoError(t, err)
+	assert.Nil(t, plain.NM, "no nmcli section: a guest without NetworkManager")
+	assert.Empty(t, plain.CloudInitVersion)
+}

@@ -16,6 +16,20 @@ type scenario struct {
 	name    string // the behaviour, as the subtest name
 	starts  []start
 	include string
+	// matrix: the scenario runs on every image of the matrix, not only on the floor image (issue #27's
+	// list: restarts on NoCloud and ConfigDrive, MIME, no user data, on-link route, dual-stack VF).
+	matrix bool
+	// smoke: the scenario is one of the smoke boots (GUEST_MATRIX=smoke, on the floor image).
+	smoke bool
+}
+
+// runsOn says whether the scenario runs on the floor image (floor) or another image of the matrix, in
+// the full matrix or the smoke run.
+func (sc scenario) runsOn(floor, smoke bool) bool {
+	if smoke {
+		return floor && sc.smoke
+	}
+	return floor || sc.matrix
 }
 
 // start is one start of the VM: a new pod (annotations) and VMI (new UID); check asserts on the
@@ -120,11 +134,15 @@ func buildScenarios() ([]scenario, error) {
 		defaultRole string
 		atts        []attachment
 		check       func(t *testing.T, r *Report)
+		matrix      bool
+		smoke       bool
 	}
 	defs := []def{
 		{
 			name:    "NoCloud_Layer2SecondaryDualStack_AddressesUpAndNoDefaultRouteThroughIt",
 			vmiName: "guest-l2-secondary",
+			matrix:  true,
+			smoke:   true,
 			ifaces:  []vmiIface{podNIC, secondary},
 			ci:      cloudInitVolume{UserData: userData},
 			// The cluster network stays primary: the VF is a secondary network.
@@ -154,6 +172,7 @@ func buildScenarios() ([]scenario, error) {
 		{
 			name:        "ConfigDrive_RolePrimary_NetworkDataJSONAppliedWithDefaultRoutes",
 			vmiName:     "guest-configdrive",
+			smoke:       true,
 			ifaces:      []vmiIface{primary},
 			ci:          cloudInitVolume{ConfigDrive: true, UserData: userData},
 			defaultRole: "infrastructure-locked",
@@ -203,7 +222,8 @@ func buildScenarios() ([]scenario, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, scenario{name: d.name, starts: []start{{vmi: vmi, labels: podLabels(vmi), annotations: ann, check: d.check}}})
+		out = append(out, scenario{name: d.name, matrix: d.matrix, smoke: d.smoke,
+			starts: []start{{vmi: vmi, labels: podLabels(vmi), annotations: ann, check: d.check}}})
 	}
 	more, err := podNICScenarios()
 	if err != nil {
@@ -244,12 +264,38 @@ func checkAddresses(t *testing.T, r *Report, mac string, want ...string) {
 	}
 	assert.ElementsMatchf(t, want, got, "global addresses of guest NIC %s (%s)", l.Name, mac)
 	assert.Equalf(t, "UP", l.OperState, "operational state of guest NIC %s (%s)", l.Name, mac)
+	if d, ok := nmDevice(t, r, mac); ok {
+		var nm []string
+		for _, p := range d.GlobalPrefixes() {
+			nm = append(nm, p.String())
+		}
+		assert.ElementsMatchf(t, want, nm, "nmcli: addresses of device %s (%s)", d.Device, mac)
+		assert.Truef(t, strings.HasPrefix(d.State, "100 "), "nmcli: device %s (%s) state %q, want 100 (connected)", d.Device, mac, d.State)
+	}
+}
+
+// nmDevice returns NetworkManager's view of the NIC with mac on the NM guest (ok false elsewhere); the
+// checks then assert through nmcli what they assert through ip.
+func nmDevice(t *testing.T, r *Report, mac string) (*NMDevice, bool) {
+	t.Helper()
+	if r.NM == nil {
+		return nil, false
+	}
+	d, ok := r.NMDeviceByMAC(mac)
+	require.Truef(t, ok, "nmcli shows no device with MAC %s", mac)
+	return d, true
 }
 
 func checkNoDefaultRoute(t *testing.T, r *Report, mac string) {
 	t.Helper()
 	l := guestLink(t, r, mac)
 	assert.Emptyf(t, r.DefaultRoutes(l.Name), "default routes through guest NIC %s (%s)", l.Name, mac)
+	if d, ok := nmDevice(t, r, mac); ok {
+		assert.Emptyf(t, d.Gateways, "nmcli: gateways of device %s (%s)", d.Device, mac)
+		for _, rt := range d.Routes {
+			assert.NotZerof(t, rt.Dst.Bits(), "nmcli: default route %v on device %s (%s)", rt, d.Device, mac)
+		}
+	}
 }
 
 // checkDefaultRoutes asserts that the guest's default routes, per family given, go through the
@@ -269,11 +315,15 @@ func checkDefaultRoutes(t *testing.T, r *Report, mac string, gateways ...string)
 			assert.Equalf(t, l.Name, fam[0].Dev, "default route device (want guest NIC %s)", mac)
 			assert.Equalf(t, want, fam[0].Gateway, "default route gateway")
 		}
+		if d, ok := nmDevice(t, r, mac); ok {
+			assert.Containsf(t, d.Gateways, want, "nmcli: gateways of device %s (%s)", d.Device, mac)
+		}
 	}
 }
 
 func checkRoute(t *testing.T, r *Report, mac, dst, gw string) {
 	t.Helper()
+	checkNMRoute(t, r, mac, dst, gw)
 	l := guestLink(t, r, mac)
 	for _, rt := range r.RoutesVia(l.Name) {
 		if rt.Dst == dst {
@@ -284,16 +334,36 @@ func checkRoute(t *testing.T, r *Report, mac, dst, gw string) {
 	assert.Failf(t, "route missing", "no route to %s through guest NIC %s (%s)", dst, l.Name, mac)
 }
 
-// checkDHCP asserts that systemd-networkd runs a DHCPv4 client on the NIC. qemu's user network
-// answers DHCP even with restrict=on, so the client also gets a lease; that shows it ran. (On a
-// real VF nothing may answer; the configuration is what the sidecar controls.)
+// checkNMRoute asserts, on the NM guest, that nmcli shows the route to dst on the NIC with mac through
+// gw (the unspecified address: on-link).
+func checkNMRoute(t *testing.T, r *Report, mac, dst, gw string) {
+	t.Helper()
+	d, ok := nmDevice(t, r, mac)
+	if !ok {
+		return
+	}
+	want := NMRoute{Dst: netip.MustParsePrefix(dst), NextHop: netip.MustParseAddr(gw)}
+	assert.Containsf(t, d.Routes, want, "nmcli: routes of device %s (%s)", d.Device, mac)
+}
+
+// checkDHCP asserts that the guest runs a DHCPv4 client on the NIC: systemd-networkd's unit says DHCP, or
+// on the NM guest the keyfile cloud-init wrote says ipv4 method auto. qemu's user network answers DHCP even
+// with restrict=on, so the client also gets a lease; that shows it ran. (On a real VF nothing may answer;
+// the configuration is what the sidecar controls.)
 func checkDHCP(t *testing.T, r *Report, mac string) {
 	t.Helper()
 	l := guestLink(t, r, mac)
-	path, unit, ok := r.NetworkdUnitFor(mac)
-	require.Truef(t, ok, "no systemd-networkd unit matches guest NIC %s (%s)", l.Name, mac)
-	dhcp := UnitValues(unit, "DHCP")
-	assert.Truef(t, len(dhcp) == 1 && (dhcp[0] == "ipv4" || dhcp[0] == "yes"), "%s: DHCP=%v, want ipv4 or yes", path, dhcp)
+	if d, ok := nmDevice(t, r, mac); ok {
+		path, keyfile, found := r.NMConnectionFor(mac)
+		require.Truef(t, found, "no NetworkManager keyfile matches guest NIC %s (%s)", l.Name, mac)
+		assert.Equalf(t, []string{"auto"}, KeyfileValues(keyfile, "ipv4", "method"), "%s: [ipv4] method", path)
+		assert.NotEmptyf(t, d.DHCP4, "nmcli: device %s (%s) holds no DHCPv4 lease", d.Device, mac)
+	} else {
+		path, unit, ok := r.NetworkdUnitFor(mac)
+		require.Truef(t, ok, "no systemd-networkd unit matches guest NIC %s (%s)", l.Name, mac)
+		dhcp := UnitValues(unit, "DHCP")
+		assert.Truef(t, len(dhcp) == 1 && (dhcp[0] == "ipv4" || dhcp[0] == "yes"), "%s: DHCP=%v, want ipv4 or yes", path, dhcp)
+	}
 	var lease []string
 	for _, p := range l.DynamicPrefixes() {
 		if p.Addr().Is4() {

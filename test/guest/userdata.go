@@ -1,14 +1,16 @@
 package guest
 
 // reportScript runs from guest-report.service (reportUnit), after cloud-init's final stage, at every
-// boot. It waits,
-// bounded, for systemd-networkd to finish configuring links and for IPv6 DAD, then writes the
+// boot. It waits, bounded, for NetworkManager's start-up (where it runs) and systemd-networkd to finish
+// configuring links and for IPv6 DAD, then writes the
 // report to the second serial port and powers off. The second port (ttyS1) carries nothing but
 // the report: the console on ttyS0 interleaves kernel and systemd messages. networkctl is not used:
 // it needs D-Bus, which a minbase guest lacks; networkd's state files say the same. Besides the
 // network it reports what the user's data did (userWorkDir: one line per run of each piece of
 // per-instance work) and cloud-init's instance-id.
 const reportScript = `#!/bin/sh
+# NetworkManager (the NM guest): wait until it has activated what it autoconnects.
+command -v nm-online >/dev/null && nm-online -s -q -t 60
 i=0
 while [ "$i" -lt 30 ]; do
   busy=
@@ -47,6 +49,11 @@ sync
   section cloudinit cat /run/cloud-init/status.json
   section userwork files /var/lib/guest-test/*.log
   section instance cat /var/lib/cloud/data/instance-id
+  section version cloud-init --version
+  if command -v nmcli >/dev/null; then
+    section nmcli nmcli -t -f GENERAL.DEVICE,GENERAL.HWADDR,GENERAL.STATE,GENERAL.CONNECTION,IP4.ADDRESS,IP4.GATEWAY,IP4.ROUTE,IP6.ADDRESS,IP6.GATEWAY,IP6.ROUTE,DHCP4.OPTION device show
+    section nmconnections files /etc/NetworkManager/system-connections/*
+  fi
   echo "@@report-end"
 } >/dev/ttyS1
 poweroff

@@ -13,7 +13,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	v1 "kubevirt.io/api/core/v1"
 	cloudinit "kubevirt.io/kubevirt/pkg/cloud-init"
 	"kubevirt.io/kubevirt/pkg/hooks"
 	kvcache "kubevirt.io/kubevirt/pkg/network/cache"
@@ -22,29 +21,6 @@ import (
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/harness"
 )
-
-// samplePod and sampleVMI are the built-in samples `make demo` renders: a dual-stack layer2
-// secondary UDN over an SR-IOV VF and a localnet with ipam_mode dhcp.
-type samplePod struct {
-	Metadata struct {
-		Labels      map[string]string `json:"labels"`
-		Annotations map[string]string `json:"annotations"`
-	} `json:"metadata"`
-}
-
-func loadSamples(t *testing.T) (samplePod, *v1.VirtualMachineInstance) {
-	t.Helper()
-	dir := filepath.Join(harness.RepoRoot(), "cmd", "sidecar", "samples")
-	var pod samplePod
-	raw, err := os.ReadFile(filepath.Join(dir, "pod.json"))
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(raw, &pod))
-	raw, err = os.ReadFile(filepath.Join(dir, "vmi.json"))
-	require.NoError(t, err)
-	var vmi v1.VirtualMachineInstance
-	require.NoError(t, json.Unmarshal(raw, &vmi))
-	return pod, &vmi
-}
 
 // podLayout is one sidecar with its DownwardAPI volumes, written by kubelet's AtomicWriter.
 type podLayout struct {
@@ -104,7 +80,7 @@ func sampleNoCloud() *cloudinit.CloudInitData {
 func TestPreCloudInitIso_WaitsForNetworkStatus_ReturnsWithinMillisecondsOfSwap(t *testing.T) {
 	harness.RequireRoot(t)
 	harness.LockHooksRoot(t)
-	pod, vmi := loadSamples(t)
+	pod, vmi := harness.LoadSamples(t)
 	l := startBoundSidecar(t, "itest-late")
 	// The pod starts with only the annotations KubeVirt/OVN-K set before Multus reports status.
 	require.NoError(t, l.podInfo.Write(pod.Metadata.Labels, withoutKeys(pod.Metadata.Annotations,
@@ -160,7 +136,7 @@ func TestPreCloudInitIso_WaitsForNetworkStatus_ReturnsWithinMillisecondsOfSwap(t
 func TestPreCloudInitIso_DataNeverArrives_ErrorNamesEveryMissingItem(t *testing.T) {
 	harness.RequireRoot(t)
 	harness.LockHooksRoot(t)
-	pod, vmi := loadSamples(t)
+	pod, vmi := harness.LoadSamples(t)
 	l := startBoundSidecar(t, "itest-timeout", "--wait-timeout", "1s")
 	require.NoError(t, l.podInfo.Write(pod.Metadata.Labels, withoutKeys(pod.Metadata.Annotations,
 		"k8s.v1.cni.cncf.io/network-status", "k8s.ovn.org/pod-networks", "kubevirt.io/network-info")))
@@ -176,7 +152,7 @@ func TestPreCloudInitIso_DataNeverArrives_ErrorNamesEveryMissingItem(t *testing.
 func TestOnDefineDomain_WaitsForDeviceInfo_AddsOneHostdevPerVFIdempotently(t *testing.T) {
 	harness.RequireRoot(t)
 	harness.LockHooksRoot(t)
-	pod, vmi := loadSamples(t)
+	pod, vmi := harness.LoadSamples(t)
 	l := startBoundSidecar(t, "itest-domain")
 	require.NoError(t, l.podInfo.Write(pod.Metadata.Labels, withoutKeys(pod.Metadata.Annotations, "kubevirt.io/network-info")))
 	mgr := hooks.GetManager()
@@ -246,7 +222,7 @@ func TestOnDefineDomain_WaitsForDeviceInfo_AddsOneHostdevPerVFIdempotently(t *te
 func TestSidecar_SIGTERMWhileHookWaits_CallFailsAndProcessExitsCleanly(t *testing.T) {
 	harness.RequireRoot(t)
 	harness.LockHooksRoot(t)
-	pod, vmi := loadSamples(t)
+	pod, vmi := harness.LoadSamples(t)
 	l := startBoundSidecar(t, "itest-term-wait")
 	require.NoError(t, l.podInfo.Write(pod.Metadata.Labels, withoutKeys(pod.Metadata.Annotations, "k8s.v1.cni.cncf.io/network-status", "k8s.ovn.org/pod-networks")))
 	mgr := hooks.GetManager()
@@ -281,7 +257,7 @@ func (c rootedCacheCreator) New(path string) *kvcache.Cache {
 func TestInterfaceCache_FollowsIPChangeAfterStart_ReadByKubeVirtsReader(t *testing.T) {
 	harness.RequireRoot(t)
 	harness.LockHooksRoot(t)
-	pod, vmi := loadSamples(t)
+	pod, vmi := harness.LoadSamples(t)
 	l := startBoundSidecar(t, "itest-cache")
 	require.NoError(t, l.podInfo.Write(pod.Metadata.Labels, pod.Metadata.Annotations))
 	mgr := hooks.GetManager()

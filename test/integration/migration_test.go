@@ -52,7 +52,7 @@ func migrationTarget(vmi *v1.VirtualMachineInstance) *v1.VirtualMachineInstance 
 func TestMigration_StockKubeVirt_SourceWouldDetachOurVF_TargetHookRefusesFirst(t *testing.T) {
 	harness.RequireRoot(t)
 	harness.LockHooksRoot(t)
-	pod, vmi := loadSamples(t)
+	pod, vmi := harness.LoadSamples(t)
 	l := startBoundSidecar(t, "itest-migration")
 	require.NoError(t, l.podInfo.Write(pod.Metadata.Labels, pod.Metadata.Annotations))
 	mgr := hooks.GetManager()
@@ -100,7 +100,7 @@ func TestMigration_StockKubeVirt_SourceWouldDetachOurVF_TargetHookRefusesFirst(t
 func TestMigration_ReplugThroughSRIOVHotplugPath_BuildsTheHostdevOurOnDefineDomainWrites(t *testing.T) {
 	harness.RequireRoot(t)
 	harness.LockHooksRoot(t)
-	pod, vmi := loadSamples(t)
+	pod, vmi := harness.LoadSamples(t)
 	l := startBoundSidecar(t, "itest-replug")
 	require.NoError(t, l.podInfo.Write(pod.Metadata.Labels, pod.Metadata.Annotations))
 	mgr := hooks.GetManager()

@@ -31,7 +31,7 @@ func TestManifests_EveryDocumentDecodesStrictlyIntoItsAPIType(t *testing.T) {
 			require.NoError(t, err)
 			require.NotEmpty(t, docs, "a manifest file with no object")
 			for _, d := range docs {
-				obj, gvk, err := dec.Decode(d.data, nil, nil)
+				obj, gvk, err := decodeManifest(dec, d.data)
 				require.NoError(t, err, "document %d", d.index)
 				assert.NotEmpty(t, gvk.Kind, "document %d", d.index)
 				checkObject(t, obj)

@@ -24,7 +24,7 @@ func build(t *testing.T, dir string) []runtime.Object {
 	for _, res := range resMap.Resources() {
 		data, err := res.AsYAML()
 		require.NoError(t, err)
-		obj, _, err := dec.Decode(data, nil, nil)
+		obj, _, err := decodeManifest(dec, data)
 		require.NoError(t, err, "kustomize build %s: %s", dir, res.CurId())
 		objs = append(objs, obj)
 	}
@@ -63,11 +63,15 @@ func TestKustomize_OverlaysContainWhatTheirKubeVirtNeeds(t *testing.T) {
 		"ValidatingAdmissionPolicy/sriov-udn-binding-memlock.kubevirt.io",
 		"ValidatingAdmissionPolicy/sriov-udn-binding-migration.kubevirt.io",
 		"ValidatingAdmissionPolicy/sriov-udn-binding-pod-nic-mac.kubevirt.io",
+		"ValidatingAdmissionPolicy/sriov-udn-binding-podinfo-pod.kubevirt.io",
+		"ValidatingAdmissionPolicy/sriov-udn-binding-podinfo-volume.kubevirt.io",
 		"ValidatingAdmissionPolicy/sriov-udn-binding-vf-migration.kubevirt.io",
 		"ValidatingAdmissionPolicy/sriov-udn-binding.kubevirt.io",
 		"ValidatingAdmissionPolicyBinding/sriov-udn-binding-memlock.kubevirt.io",
 		"ValidatingAdmissionPolicyBinding/sriov-udn-binding-migration.kubevirt.io",
 		"ValidatingAdmissionPolicyBinding/sriov-udn-binding-pod-nic-mac.kubevirt.io",
+		"ValidatingAdmissionPolicyBinding/sriov-udn-binding-podinfo-pod.kubevirt.io",
+		"ValidatingAdmissionPolicyBinding/sriov-udn-binding-podinfo-volume.kubevirt.io",
 		"ValidatingAdmissionPolicyBinding/sriov-udn-binding-vf-migration.kubevirt.io",
 		"ValidatingAdmissionPolicyBinding/sriov-udn-binding.kubevirt.io",
 	}
@@ -77,6 +81,12 @@ func TestKustomize_OverlaysContainWhatTheirKubeVirtNeeds(t *testing.T) {
 		"MutatingAdmissionPolicyBinding/sriov-udn-binding-podinfo.kubevirt.io",
 	}, policies...)
 	sort.Strings(withMAP)
+	withPlugin := append([]string{
+		"MutatingAdmissionPolicy/sriov-udn-binding-plugin.kubevirt.io",
+		"MutatingAdmissionPolicyBinding/sriov-udn-binding-plugin.kubevirt.io",
+		"Plugin/sriov-udn-binding",
+	}, withMAP...)
+	sort.Strings(withPlugin)
 	withoutMAP := append([]string{"KubeVirt/kubevirt"}, policies...)
 	sort.Strings(withoutMAP)
 
@@ -91,6 +101,8 @@ func TestKustomize_OverlaysContainWhatTheirKubeVirtNeeds(t *testing.T) {
 		{dir: filepath.Join(manifestsDir, "overlays", "stock"), wantObjects: withMAP, wantDownward: kubevirtv1.DeviceInfo, wantImage: "ghcr.io/sriov-udn-binding/sriov-udn-binding:v0.1.0"},
 		// KubeVirt mounts pod-info itself: a MAP would mount a second volume at the same path.
 		{dir: filepath.Join(manifestsDir, "overlays", "pod-info"), wantObjects: withoutMAP, wantDownward: "pod-info", wantImage: "ghcr.io/sriov-udn-binding/sriov-udn-binding:v0.1.0"},
+		// stock plus the Plugin API domain hook (KubeVirt v1.9+, gate Plugins).
+		{dir: filepath.Join(manifestsDir, "overlays", "plugin"), wantObjects: withPlugin, wantDownward: kubevirtv1.DeviceInfo, wantImage: "ghcr.io/sriov-udn-binding/sriov-udn-binding:v0.1.0"},
 		{dir: filepath.Join(manifestsDir, "overlays", "e2e"), wantObjects: withMAP, wantDownward: kubevirtv1.DeviceInfo,
 			wantAttachment: kubevirtv1.ManagedTap, wantImage: "docker.io/library/sriov-udn-binding:e2e"},
 	}

@@ -3,29 +3,24 @@
 package network_test
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 
-	"kubevirt.io/kubevirt/pkg/network/cache"
 	netsetup "kubevirt.io/kubevirt/pkg/network/setup"
-	kfs "kubevirt.io/kubevirt/pkg/os/fs"
 	"kubevirt.io/kubevirt/pkg/util"
 )
 
 const netStatFlavor = "stock"
 
-// rootedCacheCreator roots stock NetStat's cache reader at the sidecar's directory: the most a stock
-// virt-handler could be configured to do (pkg/ifacecache doc.go).
-type rootedCacheCreator struct{ dir string }
-
-func (c rootedCacheCreator) New(path string) *cache.Cache {
-	rel, err := filepath.Rel(filepath.Join(util.VirtPrivateDir, "network-info-cache"), path)
-	if err != nil {
-		panic(err)
+// newNetStatUnderTest is stock virt-handler's NetStat: its own pod interface cache reader on its own path
+// (<virt private dir>/network-info-cache/<vmi uid>/<iface>), where virt-handler writes entries only for
+// interfaces that have a pod interface, which a VF never has. Stock reads nothing of the sidecar's.
+func newNetStatUnderTest(t *testing.T, _ podLayout) *netsetup.NetStat {
+	t.Helper()
+	stockEntries := filepath.Join(util.VirtPrivateDir, "network-info-cache", diffVMIUID)
+	if _, err := os.Stat(stockEntries); !os.IsNotExist(err) {
+		t.Fatalf("%s must not exist on this machine (virt-handler never writes it for a VF): %v", stockEntries, err)
 	}
-	return cache.NewCustomCache(filepath.Join(c.dir, rel), kfs.New())
-}
-
-func newNetStatUnderTest(_ *testing.T, l podLayout) *netsetup.NetStat {
-	return netsetup.NewNetStateWithCustomFactory(rootedCacheCreator{dir: l.sidecarDir})
+	return netsetup.NewNetStat()
 }

@@ -39,22 +39,24 @@ const (
 	diffForged    = "169.254.169.254"
 )
 
-// podLayout is the launcher pod's volumes as virt-handler sees them below /pods.
+// podLayout is the launcher pod's volumes as the kubelet keeps them on the node.
 type podLayout struct {
-	podsDir    string
-	sidecarDir string // the sidecar's --iface-cache-dir: hook-sidecar-0/ifacecache in the shared emptyDir
+	kubeletPodsDir string
+	podInfoDir     string // the pod-info volume our MutatingAdmissionPolicy adds (sriov-udn-podinfo)
+	sidecarDir     string // the sidecar's --iface-cache-dir: hook-sidecar-0/ifacecache in the shared emptyDir
 }
 
 func newPodLayout(t *testing.T) podLayout {
 	t.Helper()
-	podsDir := t.TempDir()
-	volumes := filepath.Join(podsDir, diffPodUID, "volumes")
+	kubeletPodsDir := t.TempDir()
+	volumes := filepath.Join(kubeletPodsDir, diffPodUID, "volumes")
 	l := podLayout{
-		podsDir:    podsDir,
-		sidecarDir: filepath.Join(volumes, "kubernetes.io~empty-dir", "hook-sidecar-sockets", "hook-sidecar-0", "ifacecache"),
+		kubeletPodsDir: kubeletPodsDir,
+		podInfoDir:     filepath.Join(volumes, "kubernetes.io~downward-api", "sriov-udn-podinfo"),
+		sidecarDir:     filepath.Join(volumes, "kubernetes.io~empty-dir", "hook-sidecar-sockets", "hook-sidecar-0", "ifacecache"),
 	}
-	podInfo := filepath.Join(volumes, "kubernetes.io~downward-api", "sriov-udn-podinfo")
-	writeKubeletDownwardAPI(t, podInfo, map[string]string{"annotations": formatMap(podAnnotations(t)), "labels": formatMap(map[string]string{"kubevirt.io": "virt-launcher"})})
+	labels := map[string]string{"kubevirt.io": "virt-launcher", "kubevirt.io/created-by": diffVMIUID}
+	writeKubeletDownwardAPI(t, l.podInfoDir, map[string]string{"annotations": formatMap(podAnnotations(t)), "labels": formatMap(labels)})
 	return l
 }
 
@@ -140,8 +142,7 @@ func sidecarWritesEntries(t *testing.T, l podLayout) {
 	if err := os.WriteFile(vmiFile, vmiJSON, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	podInfo := filepath.Join(l.podsDir, diffPodUID, "volumes", "kubernetes.io~downward-api", "sriov-udn-podinfo")
-	out, err := exec.Command(bin, "render", "--pod-info-dir", podInfo, "--vmi", vmiFile, "--format", "json").Output()
+	out, err := exec.Command(bin, "render", "--pod-info-dir", l.podInfoDir, "--vmi", vmiFile, "--format", "json").Output()
 	if err != nil {
 		t.Fatalf("sidecar render: %v\n%s", err, out)
 	}
@@ -209,7 +210,7 @@ func TestSidecarDiff(t *testing.T) {
 			sidecarWritesEntries(t, l)
 			return []string{reportedIPs(t, netStat, diffVMI(), vfDomain())}
 		},
-		wantStock:   []string{v4}, // stock reads it only with its cache creator rooted at the sidecar's directory
+		wantStock:   []string{none}, // stock reads only its own cache, which holds nothing for a VF
 		wantPatched: []string{v4},
 	}, {
 		name: "an entry the sidecar writes after the first status update is picked up",
@@ -219,7 +220,7 @@ func TestSidecarDiff(t *testing.T) {
 			sidecarWritesEntries(t, l)
 			return []string{first, reportedIPs(t, netStat, vmi, vfDomain())}
 		},
-		wantStock:   []string{none, none}, // stock memoises the first "not found" until teardown
+		wantStock:   []string{none, none},
 		wantPatched: []string{none, v4},
 	}, {
 		name: "the seed's sequence: guest agent reports only link-local, then nothing, then both",
@@ -232,7 +233,7 @@ func TestSidecarDiff(t *testing.T) {
 				reportedIPs(t, netStat, vmi, vfDomain([]string{diffIPv4, diffLinkLocal})),
 			}
 		},
-		wantStock: []string{ // flaps
+		wantStock: []string{ // the guest agent's report only: flaps
 			diffLinkLocal + " [" + diffLinkLocal + "]",
 			none,
 			diffIPv4 + " [" + diffIPv4 + " " + diffLinkLocal + "]",
@@ -249,7 +250,7 @@ func TestSidecarDiff(t *testing.T) {
 			writeEntry(t, filepath.Join(l.sidecarDir, diffVMIUID, diffIface), []byte(forged))
 			return []string{reportedIPs(t, netStat, diffVMI(), vfDomain())}
 		},
-		wantStock:   []string{diffForged + " [" + diffForged + "]"},
+		wantStock:   []string{none}, // stock reads no entry at all
 		wantPatched: []string{none},
 	}}
 	for _, tt := range tests {

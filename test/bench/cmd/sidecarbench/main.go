@@ -269,7 +269,13 @@ func newEnv(ours, peer string) (*env, error) {
 	if err := e.devInfo.WriteDeviceInfo(netInfo); err != nil {
 		return nil, err
 	}
+	// Ours serves both protocols, as with manifests/overlays/plugin: the hook socket and the Plugin API's.
+	pluginDir := filepath.Join(data, "kubevirt-plugin")
+	if err := os.MkdirAll(pluginDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create %s: %w", pluginDir, err)
+	}
 	e.oursArgs = []string{
+		"--plugin-socket", filepath.Join(pluginDir, "domain.sock"),
 		"--socket-dir", e.sidecarDir,
 		"--socket-name", oursSocket,
 		"--device-info-file", filepath.Join(devInfoDir, "network-info"),
