@@ -44,7 +44,7 @@ define for_kubevirt
 	if [ -n "$$failed" ]; then echo "== $(4) failed on KubeVirt$$failed"; exit 1; fi
 endef
 
-.PHONY: help build check-build check test test-unit tidy-check test-integration test-manifests test-plugin test-guest test-netconvert test-libvirt test-kubevirt-patches test-vet-matrix modfiles modfiles-check demo bench bench-largest bench-micro lint fuzz image image-local test-container e2e clean
+.PHONY: help build check-build check test test-unit tidy-check test-integration test-manifests test-plugin test-guest test-vfio test-netconvert test-libvirt test-kubevirt-patches test-vet-matrix modfiles modfiles-check demo bench bench-largest bench-micro lint fuzz image image-local test-container e2e clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -102,6 +102,9 @@ test-netconvert: ## the net-convert harness (pkg/cloudinit) on trixie's cloud-in
 	  set -euo pipefail; root=$$(cd test && go run ./cmd/cloudinit-root); \
 	  echo "== net-convert harness on $$(chroot $$root /usr/bin/cloud-init --version) in $$root"; \
 	  CLOUDINIT_NETCONVERT_ROOT=$$root go test -count=1 -run 'NetConvert|ConfigDrive_BootEvent' ./pkg/cloudinit/
+
+test-vfio: ## VFIO end to end alone (test-guest runs it too): a node guest (qemu 10, TCG, virtual IOMMU) binds an igb VF to vfio-pci, libvirt 11.3 starts a nested busybox guest with the sidecar's <hostdev>
+	cd test && go test -count=1 -timeout 30m -v -run 'TestGuestVFIO_' ./guest/
 
 test-vet-matrix: ## go vet the test/ module (and its e2e tag) against each KubeVirt version
 	$(call for_kubevirt,./...,,go vet $$mf $$pkgs,go vet)

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	cloudinit "kubevirt.io/kubevirt/pkg/cloud-init"
 	"kubevirt.io/kubevirt/pkg/hooks"
+	"kubevirt.io/kubevirt/pkg/virt-launcher/virtwrap/api"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/debroot"
 	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/harness"
@@ -316,6 +317,13 @@ func keepArtifacts(t *testing.T, name string, data *cloudinit.CloudInitData, con
 // under /var/run/kubevirt-hooks) only for this part. It returns the cloud-init data and the MAC of each
 // NIC the domain wires as an <interface> ("" when the final domain gives it none).
 func (e *guestEnv) preStart(t *testing.T, st start, work string) (*cloudinit.CloudInitData, map[string]string) {
+	data, dom, _ := e.preStartDomain(t, st, work)
+	return data, domainNICMACs(dom)
+}
+
+// preStartDomain is preStart that also returns the domain XML the sidecar's OnDefineDomain returned (the
+// VFIO test hands its <hostdev> to libvirt).
+func (e *guestEnv) preStartDomain(t *testing.T, st start, work string) (*cloudinit.CloudInitData, *api.DomainSpec, []byte) {
 	harness.LockHooksRoot(t)
 	// Unique across processes and starts; short, as a unix socket path has at most 107 bytes.
 	name := fmt.Sprintf("guest-%d-%s", os.Getpid(), uuidFor(string(st.vmi.UID))[:8])
@@ -343,5 +351,5 @@ func (e *guestEnv) preStart(t *testing.T, st start, work string) (*cloudinit.Clo
 	// virt-launcher calls Shutdown after qemu exits; the sidecar must answer it.
 	require.NoErrorf(t, hooks.GetManager().Shutdown(), "sidecar logs:\n%s", p.Logs())
 	_ = p.Signal(syscall.SIGTERM)
-	return data, domainNICMACs(dom)
+	return data, dom, returned
 }

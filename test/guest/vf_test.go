@@ -46,6 +46,30 @@ func withStatus(a attachment, dns nadv1.DNS, mtu int) attachment {
 // setupVFGuest is setupGuest for the VF scenarios: the VF image and the trixie tools root (qemu 10).
 func setupVFGuest(t *testing.T) (*guestEnv, trixietools.Root) {
 	t.Helper()
+	env, root := setupVFGuestTools(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*imageBuildTimeout)
+	defer cancel()
+	start := time.Now()
+	img, built, err := EnsureImage(ctx, guestCacheDir(), VFImageSpec(), t.Logf)
+	require.NoError(t, err, "build the VF guest image")
+	if built {
+		env.record("VF image build", time.Since(start))
+	}
+	env.image = img
+	return env, root
+}
+
+// guestCacheDir is $GUEST_CACHE_DIR, else /var/cache/sriov-udn-binding/guest.
+func guestCacheDir() string {
+	if d := os.Getenv("GUEST_CACHE_DIR"); d != "" {
+		return d
+	}
+	return "/var/cache/sriov-udn-binding/guest"
+}
+
+// setupVFGuestTools is setupVFGuest without the VF image: the trixie tools root, the sidecar, the qemu user.
+func setupVFGuestTools(t *testing.T) (*guestEnv, trixietools.Root) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("skipping the VF guest in -short mode: it takes minutes (run `make test-guest`)")
 	}
@@ -67,18 +91,6 @@ func setupVFGuest(t *testing.T) (*guestEnv, trixietools.Root) {
 	root, err := trixietools.Ensure(ctx, trixietools.DefaultCacheDir(), t.Logf)
 	require.NoError(t, err, "the trixie tools root (qemu 10)")
 	env.record("trixie tools root ready", time.Since(start))
-
-	cacheDir := os.Getenv("GUEST_CACHE_DIR")
-	if cacheDir == "" {
-		cacheDir = "/var/cache/sriov-udn-binding/guest"
-	}
-	start = time.Now()
-	img, built, err := EnsureImage(ctx, cacheDir, VFImageSpec(), t.Logf)
-	require.NoError(t, err, "build the VF guest image")
-	if built {
-		env.record("VF image build", time.Since(start))
-	}
-	env.image = img
 
 	msg, err := ensureQemuUser()
 	require.NoError(t, err)
