@@ -75,3 +75,39 @@ func TestFindPodNIC_PodInterfaceMAC_FollowsKubeVirtsRule(t *testing.T) {
 		})
 	}
 }
+
+// Issue 30, strictness: a network-status entry that is not ours is not our business, whatever is wrong in
+// it; the same fault in our own entry fails, naming the field.
+func TestBuild_NetworkStatusEntriesNotOurs_AreIgnored(t *testing.T) {
+	ourIface := model.HashedPodInterfaceName("a")
+	ours := `{"name":"ns1/sriov-a","interface":"` + ourIface + `","ips":["10.0.0.5"],"mac":"02:00:00:0a:00:05"}`
+	for _, tc := range []struct{ name, bad, field string }{
+		{"nameserver", `"dns":{"nameservers":["dns.example"]}`, "dns.nameservers[0]"},
+		{"search domain", `"dns":{"search":["bad domain\nnameserver 6.6.6.6"]}`, "dns.search[0]"},
+		{"ip", `"ips":["10.0.0.300"]`, "ips[0]"},
+		{"mac", `"mac":"zz"`, "mac"},
+		{"mtu", `"mtu":-1`, "mtu"},
+		{"gateway", `"gateway":["gw.example"]`, "gateway[0]"},
+		{"pci address", `"device-info":{"type":"pci","pci":{"pci-address":"65:00.2"}}`, "device-info.pci.pci-address"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			foreign := `{"name":"ns1/not-ours","interface":"pod0123456789a",` + tc.bad + `}`
+			snap := podSnapshot(`[`+ours+`,`+foreign+`]`, "")
+			require.Empty(t, snap.Problems, "the parser checks the document, not every entry")
+			got, err := model.Build(newVMI(bound("a", "sriov-a")), snap, model.Options{BindingName: testBinding})
+			require.NoError(t, err, "an entry that is not ours")
+			require.Len(t, got, 1)
+			assert.Equal(t, "02:00:00:0a:00:05", got[0].MAC.String())
+
+			// The same fault in our own entry.
+			mine := `{"name":"ns1/sriov-a","interface":"` + ourIface + `","ips":["10.0.0.5"],"mac":"02:00:00:0a:00:05",` + tc.bad + `}`
+			if tc.name == "mac" || tc.name == "ip" {
+				mine = `{"name":"ns1/sriov-a","interface":"` + ourIface + `",` + tc.bad + `}`
+			}
+			_, err = model.Build(newVMI(bound("a", "sriov-a")), podSnapshot(`[`+mine+`]`, ""), model.Options{BindingName: testBinding})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), downwardapi.NetworkStatusAnnotation)
+			assert.Contains(t, err.Error(), "field "+tc.field)
+		})
+	}
+}
