@@ -49,6 +49,15 @@ type ApplyOptions struct {
 	// applies what network_data.json cannot carry to cloudbase-init (windows.go); the VMI opts in with
 	// WindowsNetworkScriptAnnotation.
 	WindowsNetworkScript bool
+	// Warn, when set, receives each case that works but is probably not meant (code: one of the Warn*
+	// constants of this package); the caller logs or shows it.
+	Warn func(code, message string)
+}
+
+func (o ApplyOptions) warn(code, message string) {
+	if o.Warn != nil {
+		o.Warn(code, message)
+	}
 }
 
 // ApplyWith is Apply with options.
@@ -105,7 +114,19 @@ func ApplyWith(cloudInitData []byte, opts ApplyOptions, ifaces []model.BoundInte
 				return nil, nil, fmt.Errorf("cloudInitData: field %s: %w", userKey, err)
 			}
 		}
-		if composed := composeUserData(user, dataSource, script); composed != user {
+		note, err := checkUserDataEncoding(user)
+		if err != nil {
+			return nil, nil, fmt.Errorf("cloudInitData: field %s: %w", userKey, err)
+		}
+		if note != "" {
+			opts.warn(WarnUserDataReplacementChars, note)
+		}
+		if dataSource == dataSourceConfigDrive && script == "" && userWritesDropIn(user) {
+			// Their entry wins; ours would be written after it and replace it (write_files runs in order).
+			opts.warn(WarnUserDropInWins, fmt.Sprintf("the user data's write_files writes %s, the drop-in that makes "+
+				"cloud-init apply the config drive's network config at every boot: the user's entry is kept and ours left out",
+				configDriveDropInPath))
+		} else if composed := composeUserData(user, dataSource, script); composed != user {
 			var buf bytes.Buffer
 			if err := writeJSONString(&buf, composed); err != nil { // no HTML escaping of the user's text
 				return nil, nil, fmt.Errorf("cloudInitData: encoding %s: %w", userKey, err)

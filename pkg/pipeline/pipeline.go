@@ -185,11 +185,15 @@ func CloudInit(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, op
 	if err != nil {
 		return nil, nil, nil, fail(PreCloudInitIso, InvalidInput, fmt.Errorf("VMI metadata.annotations: %w", err))
 	}
-	data, source, err = cloudinit.ApplyWith(cloudInitData, cloudinit.ApplyOptions{WindowsNetworkScript: windowsScript}, ifaces, fallback...)
+	var userDataWarnings []Warning
+	data, source, err = cloudinit.ApplyWith(cloudInitData, cloudinit.ApplyOptions{
+		WindowsNetworkScript: windowsScript,
+		Warn:                 func(code, message string) { userDataWarnings = append(userDataWarnings, Warning{Code: code, Message: message}) },
+	}, ifaces, fallback...)
 	if err != nil {
 		return nil, nil, nil, fail(PreCloudInitIso, InvalidInput, err)
 	}
-	warnings = macMismatches(vmi, snap, opts)
+	warnings = append(userDataWarnings, macMismatches(vmi, snap, opts)...)
 	warnings = append(warnings, networkInfoMismatches(vmi, snap, opts)...)
 	if ds, user, err := cloudinit.NetworkData(cloudInitData); err == nil {
 		warnings = append(warnings, userWins(ds, cloudinit.UserConfigured(ds, user, ifaces))...)
