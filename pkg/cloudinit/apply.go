@@ -62,8 +62,8 @@ func (o ApplyOptions) warn(code, message string) {
 
 // ApplyWith is Apply with options.
 func ApplyWith(cloudInitData []byte, opts ApplyOptions, ifaces []model.BoundInterface, fallback ...model.BoundInterface) (newData []byte, noCloudSourceJSON []byte, err error) {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(cloudInitData, &obj); err != nil {
+	obj, err := splitObject(cloudInitData)
+	if err != nil {
 		return nil, nil, fmt.Errorf("cloudInitData: not a JSON object: %w", err)
 	}
 	if obj == nil {
@@ -92,7 +92,7 @@ func ApplyWith(cloudInitData []byte, opts ApplyOptions, ifaces []model.BoundInte
 		if ifaces, err = WithFallback(ifaces, userNetwork, fallback...); err != nil {
 			return nil, nil, err
 		}
-		dataSource, merged, err := mergeNetworkData(obj, networkData, ifaces)
+		dataSource, merged, err := mergeNetworkData(obj, networkData, userNetwork, ifaces)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -155,9 +155,10 @@ func ApplyWith(cloudInitData []byte, opts ApplyOptions, ifaces []model.BoundInte
 }
 
 // mergeNetworkData merges ours into the NetworkData of the CloudInitData's DataSource, which it returns too.
-func mergeNetworkData(obj map[string]json.RawMessage, networkData json.RawMessage, ifaces []model.BoundInterface) (string, []byte, error) {
-	var user, dataSource string
-	if networkData != nil {
+// user is networkData decoded, "" when that failed.
+func mergeNetworkData(obj map[string]json.RawMessage, networkData json.RawMessage, user string, ifaces []model.BoundInterface) (string, []byte, error) {
+	var dataSource string
+	if networkData != nil && user == "" {
 		if err := json.Unmarshal(networkData, &user); err != nil {
 			return "", nil, fmt.Errorf("cloudInitData: field NetworkData: %w", err)
 		}

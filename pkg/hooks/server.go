@@ -89,6 +89,10 @@ func New(cfg Config) (*Server, error) {
 	s.grpc = grpc.NewServer(
 		// A client that connects and stays silent is dropped after this long instead of gRPC's 120 s.
 		grpc.ConnectionTimeout(cfg.StopTimeout),
+		// Sized for the largest legal request (limits.go), decoded without a copy of the whole (codec.go).
+		grpc.MaxRecvMsgSize(MaxRequestBytes),
+		grpc.ForceServerCodecV2(newRequestCodec()),
+		grpc.StatsHandler(refusedLogger{log: logger}),
 		grpc.ChainUnaryInterceptor(logInterceptor(logger), recoverInterceptor(logger), s.lifeInterceptor))
 	info.RegisterInfoServer(s.grpc, infoServer{name: cfg.Name})
 	v3 := v1alpha3Server{handler: cfg.Handler, shutdown: s.Stop}

@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -156,9 +155,10 @@ func CloudInit(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, op
 	if len(model.BoundInterfaceNames(vmi, opts.BindingName)) == 0 {
 		warnings = nothingBound(vmi, opts)
 		data, source, err := cloudinit.Apply(cloudInitData, nil)
-		if err != nil || bytes.Equal(data, cloudInitData) {
+		if err != nil {
 			return cloudInitData, noCloudSource, warnings, nil
 		}
+		// The echo is built from CloudInitData: the hook server does not keep the request's copy (pkg/hooks codec.go).
 		return data, source, warnings, nil
 	}
 	ifaces, err := model.Build(vmi, snap, opts)
