@@ -96,9 +96,12 @@ func ApplyWith(cloudInitData []byte, opts ApplyOptions, ifaces []model.BoundInte
 		if err != nil {
 			return nil, nil, err
 		}
-		if networkData, err = json.Marshal(string(merged)); err != nil {
+		var nd bytes.Buffer
+		nd.Grow(len(merged) + len(merged)/8 + 2)
+		if err := writeJSONString(&nd, string(merged)); err != nil { // no HTML escaping: the answer must fit 4 MiB
 			return nil, nil, fmt.Errorf("cloudInitData: encoding %s: %w", networkKey, err)
 		}
+		networkData = nd.Bytes()
 		obj[networkKey], changed = networkData, true
 
 		// Our network config must reach the guest at every start, not only the first (userdata.go).
@@ -128,6 +131,7 @@ func ApplyWith(cloudInitData []byte, opts ApplyOptions, ifaces []model.BoundInte
 				configDriveDropInPath))
 		} else if composed := composeUserData(user, dataSource, script); composed != user {
 			var buf bytes.Buffer
+			buf.Grow(len(composed) + len(composed)/8 + 2)
 			if err := writeJSONString(&buf, composed); err != nil { // no HTML escaping of the user's text
 				return nil, nil, fmt.Errorf("cloudInitData: encoding %s: %w", userKey, err)
 			}

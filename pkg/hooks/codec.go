@@ -38,20 +38,27 @@ const (
 func (c requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	switch m := v.(type) {
 	case *hooksv1alpha3.PreCloudInitIsoParams:
-		return decodeBytesFields(data, map[protowire.Number]*[]byte{fieldVMI: &m.Vmi, fieldCloudInitData: &m.CloudInitData})
+		return decodeBytesFields(data, map[protowire.Number]field{fieldVMI: {dst: &m.Vmi}, fieldCloudInitData: {dst: &m.CloudInitData, compact: true}})
 	case *hooksv1alpha2.PreCloudInitIsoParams:
-		return decodeBytesFields(data, map[protowire.Number]*[]byte{fieldVMI: &m.Vmi, fieldCloudInitData: &m.CloudInitData})
+		return decodeBytesFields(data, map[protowire.Number]field{fieldVMI: {dst: &m.Vmi}, fieldCloudInitData: {dst: &m.CloudInitData, compact: true}})
 	case *hooksv1alpha3.OnDefineDomainParams:
-		return decodeBytesFields(data, map[protowire.Number]*[]byte{fieldDomainXML: &m.DomainXML, fieldVMI: &m.Vmi})
+		return decodeBytesFields(data, map[protowire.Number]field{fieldDomainXML: {dst: &m.DomainXML}, fieldVMI: {dst: &m.Vmi}})
 	case *hooksv1alpha2.OnDefineDomainParams:
-		return decodeBytesFields(data, map[protowire.Number]*[]byte{fieldDomainXML: &m.DomainXML, fieldVMI: &m.Vmi})
+		return decodeBytesFields(data, map[protowire.Number]field{fieldDomainXML: {dst: &m.DomainXML}, fieldVMI: {dst: &m.Vmi}})
 	}
 	return c.proto.Unmarshal(data, v)
 }
 
+// field is where decodeBytesFields stores a bytes field; compact fields hold JSON and are stored with
+// compactEscapes, which costs a second pass over the received buffers and saves up to 5/6 of the copy.
+type field struct {
+	dst     *[]byte
+	compact bool
+}
+
 // decodeBytesFields reads a protobuf message from data, storing the bytes fields named in into and
 // skipping every other field (as proto.Unmarshal keeps the last of a repeated scalar field, so does this).
-func decodeBytesFields(data mem.BufferSlice, into map[protowire.Number]*[]byte) error {
+func decodeBytesFields(data mem.BufferSlice, into map[protowire.Number]field) error {
 	r := data.Reader()
 	defer func() { _ = r.Close() }()
 	for r.Remaining() > 0 {
@@ -82,12 +89,12 @@ func decodeBytesFields(data mem.BufferSlice, into map[protowire.Number]*[]byte) 
 			if n > uint64(r.Remaining()) {
 				return fmt.Errorf("hook request: field %d: length %d past the end of the %d-byte message", num, n, data.Len())
 			}
-			if dst, ok := into[num]; ok {
-				buf := make([]byte, n)
-				if _, err := io.ReadFull(r, buf); err != nil {
+			if f, ok := into[num]; ok {
+				buf, err := readField(data, r, n, f.compact)
+				if err != nil {
 					return fmt.Errorf("hook request: field %d: %w", num, err)
 				}
-				*dst = buf
+				*f.dst = buf
 				continue
 			}
 			skip = n
@@ -102,4 +109,29 @@ func decodeBytesFields(data mem.BufferSlice, into map[protowire.Number]*[]byte) 
 		}
 	}
 	return nil
+}
+
+// readField reads the next n bytes of r (a reader of data) into a slice of their size, compacted
+// (compactEscapes) when compact is set: a first pass counts, a second reader of data fills.
+func readField(data mem.BufferSlice, r *mem.Reader, n uint64, compact bool) ([]byte, error) {
+	if !compact {
+		buf := make([]byte, n)
+		_, err := io.ReadFull(r, buf)
+		return buf, err
+	}
+	offset := data.Len() - r.Remaining()
+	size, err := compactEscapes(r, n, nil)
+	if err != nil {
+		return nil, err
+	}
+	again := data.Reader()
+	defer func() { _ = again.Close() }()
+	if _, err := again.Discard(offset); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, size)
+	if _, err := compactEscapes(again, n, buf); err != nil {
+		return nil, err
+	}
+	return buf, nil
 }
