@@ -188,7 +188,9 @@ func CloudInit(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, op
 	var userDataWarnings []Warning
 	data, source, err = cloudinit.ApplyWith(cloudInitData, cloudinit.ApplyOptions{
 		WindowsNetworkScript: windowsScript,
-		Warn:                 func(code, message string) { userDataWarnings = append(userDataWarnings, Warning{Code: code, Message: message}) },
+		Warn: func(code, message string) {
+			userDataWarnings = append(userDataWarnings, Warning{Code: code, Message: message})
+		},
 	}, ifaces, fallback...)
 	if err != nil {
 		return nil, nil, nil, fail(PreCloudInitIso, InvalidInput, err)
