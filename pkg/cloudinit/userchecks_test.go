@@ -155,3 +155,20 @@ func FuzzUserDataChecks(f *testing.F) {
 		_, _ = checkUserDataEncoding(user)
 	})
 }
+
+// The real cloud-init reads what the checks decided: a user script that mentions our file gets our
+// cloud-config merged (updates: network), and a user's drop-in entry is the only one for that path.
+func TestUserDataChecks_RealCloudInitSeesTheResult(t *testing.T) {
+	requireNetConvert(t)
+	_, cc := cloudInitUserData(t, composeUserData("#!/bin/sh\n# unlike "+networkEveryBootFile+"\n", dataSourceNoCloud, ""))
+	assert.NotNil(t, cc["updates"], "our part reached cloud-init")
+
+	user := "#cloud-config\nwrite_files:\n- path: " + configDriveDropInPath + "\n  content: mine\n"
+	got, _, err := applyUserData(t, dataSourceConfigDrive, user, ApplyOptions{})
+	require.NoError(t, err)
+	_, cc = cloudInitUserData(t, got)
+	files, ok := cc["write_files"].([]any)
+	require.True(t, ok, "write_files: %v", cc["write_files"])
+	require.Len(t, files, 1)
+	assert.Equal(t, "mine", files[0].(map[string]any)["content"])
+}
