@@ -40,7 +40,9 @@ func (s *syncBuffer) String() string {
 // answering is a handler that answers with fixed payloads.
 type answering struct{ data, source, domain []byte }
 
-func (a answering) OnDefineDomain(context.Context, []byte, []byte) ([]byte, error) { return a.domain, nil }
+func (a answering) OnDefineDomain(context.Context, []byte, []byte) ([]byte, error) {
+	return a.domain, nil
+}
 
 func (a answering) PreCloudInitIso(context.Context, []byte, []byte, []byte) ([]byte, []byte, error) {
 	return a.data, a.source, nil
