@@ -27,9 +27,9 @@ func (c requestCodec) Name() string { return proto.Name }
 
 func (c requestCodec) Marshal(v any) (mem.BufferSlice, error) { return c.proto.Marshal(v) }
 
-// Field numbers of the hook protos (pkg/hooks/v1alpha{2,3}/api_v1alpha{2,3}.proto, the same in both).
+// Field numbers of the hook protos (pkg/hooks/v1alpha{2,3}/api_v1alpha{2,3}.proto, the same in both);
+// PreCloudInitIsoParams.cloudInitNoCloudSource (1) is skipped.
 const (
-	fieldNoCloudSource = 1 // PreCloudInitIsoParams.cloudInitNoCloudSource
 	fieldVMI           = 2 // both messages' vmi
 	fieldCloudInitData = 3 // PreCloudInitIsoParams.cloudInitData
 	fieldDomainXML     = 1 // OnDefineDomainParams.domainXML
