@@ -65,7 +65,10 @@ func fitAnswer(hook string, data, source []byte) ([]byte, error) {
 // refusedLogger logs, once per call, a request gRPC refused before any handler ran (larger than
 // MaxRequestBytes): virt-launcher gets gRPC's own status, which names both sizes; the sidecar's log says
 // which hook and why.
-type refusedLogger struct{ log *slog.Logger }
+type refusedLogger struct {
+	log   *slog.Logger
+	limit int
+}
 
 type methodKey struct{}
 
@@ -80,7 +83,7 @@ func (h refusedLogger) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	}
 	method, _ := ctx.Value(methodKey{}).(string)
 	h.log.Warn("hook call refused", "hook", path.Base(method), "service", path.Dir(method),
-		"limit", MaxRequestBytes, "error", boundedError(end.Error))
+		"limit", h.limit, "error", boundedError(end.Error))
 }
 
 func (h refusedLogger) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }

@@ -48,11 +48,15 @@ func (a answering) PreCloudInitIso(context.Context, []byte, []byte, []byte) ([]b
 	return a.data, a.source, nil
 }
 
+// testRequestLimit stands in for MaxRequestBytes where crossing it should be cheap (-race); test/faults
+// crosses the real one against the built binary.
+const testRequestLimit = 6 << 20
+
 func startLogged(t *testing.T, h Handler) (*grpc.ClientConn, *syncBuffer) {
 	t.Helper()
 	logs := &syncBuffer{}
 	srv, err := New(Config{SocketDir: shortTempDir(t), SocketName: "t.sock", Name: "sriov-udn-binding", Handler: h,
-		StopTimeout: 2 * time.Second, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+		StopTimeout: 2 * time.Second, Logger: slog.New(slog.NewJSONHandler(logs, nil)), maxRequestBytes: testRequestLimit})
 	require.NoError(t, err)
 	require.NoError(t, srv.Listen())
 	go func() { _ = srv.Serve() }()
@@ -73,11 +77,11 @@ func TestMaxRequestBytes_IsTheLargestLegalRequest(t *testing.T) {
 // line naming the hook and the limit; the status names the size and the limit.
 func TestServer_RequestPastTheLimit_RefusedWithALogLine(t *testing.T) {
 	conn, logs := startLogged(t, PassThrough{})
-	big := bytes.Repeat([]byte("x"), MaxRequestBytes+1)
+	big := bytes.Repeat([]byte("x"), testRequestLimit+1)
 	_, err := hooksv1alpha3.NewCallbacksClient(conn).PreCloudInitIso(context.Background(), &hooksv1alpha3.PreCloudInitIsoParams{CloudInitData: big})
 	require.Error(t, err)
 	assert.Equal(t, codes.ResourceExhausted, status.Code(err))
-	assert.Contains(t, status.Convert(err).Message(), strconv.Itoa(MaxRequestBytes))
+	assert.Contains(t, status.Convert(err).Message(), strconv.Itoa(testRequestLimit))
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "hook call refused") }, 5*time.Second, 10*time.Millisecond)
 	var line map[string]any
 	for _, l := range strings.Split(logs.String(), "\n") {
@@ -86,12 +90,12 @@ func TestServer_RequestPastTheLimit_RefusedWithALogLine(t *testing.T) {
 		}
 	}
 	assert.Equal(t, "PreCloudInitIso", line["hook"])
-	assert.EqualValues(t, MaxRequestBytes, line["limit"])
-	assert.Contains(t, line["error"], strconv.Itoa(MaxRequestBytes+6))
+	assert.EqualValues(t, testRequestLimit, line["limit"])
+	assert.Contains(t, line["error"], strconv.Itoa(testRequestLimit+6))
 
-	// Just within the limit: decoded and handled (PassThrough then answers with it all, which is past what
-	// virt-launcher receives: the sidecar's own error says so).
-	within := append([]byte(`{"UserData":"`), bytes.Repeat([]byte("a"), MaxRequestBytes-64)...)
+	// Past gRPC's 4 MiB default, within ours: decoded and handled (PassThrough then answers with it all,
+	// which is past what virt-launcher receives: the sidecar's own error says so).
+	within := append([]byte(`{"UserData":"`), bytes.Repeat([]byte("a"), 4<<20+64<<10)...)
 	within = append(within, `"}`...)
 	_, err = hooksv1alpha3.NewCallbacksClient(conn).PreCloudInitIso(context.Background(), &hooksv1alpha3.PreCloudInitIsoParams{CloudInitData: within})
 	require.Error(t, err)
