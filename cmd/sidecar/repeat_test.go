@@ -79,12 +79,10 @@ func TestRenderAndHooks_OneAnswerOnRepeatedRuns(t *testing.T) {
 	}
 }
 
-// waited is how long a hook waited: timing, not an answer.
-var waited = regexp.MustCompile(`waited [0-9.]+[a-zµ]*s`)
-
+// errText is err's message without how long a hook waited: timing, not an answer.
 func errText(err error) string {
 	if err == nil {
 		return ""
 	}
-	return waited.ReplaceAllString(err.Error(), "waited (time)")
+	return regexp.MustCompile(`waited [0-9.]+[a-zµ]*s`).ReplaceAllString(err.Error(), "waited (time)")
 }
