@@ -38,7 +38,7 @@ func (s staticSnapshots) Next(ctx context.Context, _ uint64) (*downwardapi.Snaps
 // the same report, the same hook outputs and the same errors (issue 30: the pod NIC's MAC was picked by
 // map order, and PreCloudInitIso and OnDefineDomain disagreed).
 func TestRenderAndHooks_OneAnswerOnRepeatedRuns(t *testing.T) {
-	const runs = 25
+	const runs = 12
 	for name, fx := range renderFixtures(t) {
 		t.Run(name, func(t *testing.T) {
 			podRaw, err := os.ReadFile(fx[0])
