@@ -8,6 +8,7 @@ require (
 	go.yaml.in/yaml/v3 v3.0.4
 	golang.org/x/sys v0.48.0
 	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
 	kubevirt.io/api v1.8.0
 	kubevirt.io/kubevirt v1.8.0
 	libvirt.org/go/libvirtxml v1.12008.0
@@ -30,7 +31,6 @@ require (
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/api v0.34.3 // indirect
