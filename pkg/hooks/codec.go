@@ -18,7 +18,8 @@ import (
 // buffers gRPC received, each copied once into a slice of its own size, where the proto codec first
 // copies the whole message into one buffer and then every field out of it. cloudInitNoCloudSource is
 // skipped: it repeats CloudInitData's user data and networkData (virt-launcher's
-// preCloudInitIsoDataToJSON), and the answer's echo is built from CloudInitData (cloudinit.Apply).
+// preCloudInitIsoDataToJSON), and the answer's echo is built from CloudInitData (cloudinit.Input.Merge,
+// or Input.PassThrough when nothing is bound).
 type requestCodec struct{ proto encoding.CodecV2 }
 
 func newRequestCodec() requestCodec { return requestCodec{proto: encoding.GetCodecV2(proto.Name)} }
