@@ -52,6 +52,15 @@ type ApplyOptions struct {
 	// applies what network_data.json cannot carry to cloudbase-init (windows.go); the VMI opts in with
 	// WindowsNetworkScriptAnnotation.
 	WindowsNetworkScript bool
+	// Warn, when set, receives each case that works but is probably not meant (code: one of the Warn*
+	// constants of this package); the caller logs or shows it.
+	Warn func(code, message string)
+}
+
+func (o ApplyOptions) warn(code, message string) {
+	if o.Warn != nil {
+		o.Warn(code, message)
+	}
 }
 
 // ApplyWith is Apply with options.
@@ -87,18 +96,23 @@ type Input struct {
 	obj                   map[string]json.RawMessage
 	userKey, networkKey   string
 	userData, networkData json.RawMessage
+	// userNetwork is networkData decoded, once (UserNetworkData); a 1 MiB networkData is not decoded twice.
+	userNetwork        string
+	userNetworkDecoded bool
 }
 
 // DecodeInput decodes a CloudInitData JSON object and checks its UserData and NetworkData fields.
 func DecodeInput(cloudInitData []byte) (*Input, error) {
 	in := &Input{raw: cloudInitData}
-	if err := json.Unmarshal(cloudInitData, &in.obj); err != nil {
+	var err error
+	// splitObject, not json.Unmarshal: the values stay slices of cloudInitData, no copy of the user
+	// data (up to 6 MiB JSON-escaped for a 1 MiB Secret, issue 30).
+	if in.obj, err = splitObject(cloudInitData); err != nil {
 		return nil, fmt.Errorf("cloudInitData: not a JSON object: %w", err)
 	}
 	if in.obj == nil {
 		return nil, fmt.Errorf("cloudInitData: is null (the VMI has no cloudInitNoCloud or cloudInitConfigDrive volume)")
 	}
-	var err error
 	if in.userKey, in.userData, err = stringField(in.obj, fieldUserData); err != nil {
 		return nil, err
 	}
@@ -108,13 +122,16 @@ func DecodeInput(cloudInitData []byte) (*Input, error) {
 	return in, nil
 }
 
-// UserNetworkData is the user's NetworkData text, "" when there is none.
+// UserNetworkData is the user's NetworkData text, "" when there is none. It is decoded on the first
+// call and kept; Merge replaces networkData with ours afterwards, so ask before Merge.
 func (in *Input) UserNetworkData() string {
-	var userNetwork string
-	if !isEmptyJSONString(in.networkData) {
-		_ = json.Unmarshal(in.networkData, &userNetwork) // DecodeInput checked that it is a string
+	if !in.userNetworkDecoded {
+		if !isEmptyJSONString(in.networkData) {
+			_ = json.Unmarshal(in.networkData, &in.userNetwork) // DecodeInput checked that it is a string
+		}
+		in.userNetworkDecoded = true
 	}
-	return userNetwork
+	return in.userNetwork
 }
 
 // PassThrough is the result when nothing is bound: the data as it came, except that an empty UserData
@@ -198,11 +215,12 @@ func (in *Input) Merge(opts ApplyOptions, plans *Plans, user *UserNetwork) (*Res
 	if err != nil {
 		return nil, fmt.Errorf("cloudInitData (DataSource %s): %w", plans.dataSource, err)
 	}
-	networkData, err := json.Marshal(string(merged))
-	if err != nil {
+	var nd bytes.Buffer
+	nd.Grow(len(merged) + len(merged)/8 + 2)
+	if err := writeJSONString(&nd, string(merged)); err != nil { // no HTML escaping: the answer must fit 4 MiB
 		return nil, fmt.Errorf("cloudInitData: encoding %s: %w", networkKey, err)
 	}
-	in.obj[networkKey], in.networkData = networkData, networkData
+	in.obj[networkKey], in.networkData = nd.Bytes(), nd.Bytes()
 
 	// Our network config must reach the guest at every start, not only the first (userdata.go).
 	var script string
@@ -218,8 +236,21 @@ func (in *Input) Merge(opts ApplyOptions, plans *Plans, user *UserNetwork) (*Res
 			return nil, fmt.Errorf("cloudInitData: field %s: %w", userKey, err)
 		}
 	}
-	if composed := composeUserData(userText, plans.dataSource, script); composed != userText {
+	note, err := checkUserDataEncoding(userText)
+	if err != nil {
+		return nil, fmt.Errorf("cloudInitData: field %s: %w", userKey, err)
+	}
+	if note != "" {
+		opts.warn(WarnUserDataReplacementChars, note)
+	}
+	if plans.dataSource == dataSourceConfigDrive && script == "" && userWritesDropIn(userText) {
+		// Their entry wins; ours would be written after it and replace it (write_files runs in order).
+		opts.warn(WarnUserDropInWins, fmt.Sprintf("the user data's write_files writes %s, the drop-in that makes "+
+			"cloud-init apply the config drive's network config at every boot: the user's entry is kept and ours left out",
+			configDriveDropInPath))
+	} else if composed := composeUserData(userText, plans.dataSource, script); composed != userText {
 		var buf bytes.Buffer
+		buf.Grow(len(composed) + len(composed)/8 + 2)
 		if err := writeJSONString(&buf, composed); err != nil { // no HTML escaping of the user's text
 			return nil, fmt.Errorf("cloudInitData: encoding %s: %w", userKey, err)
 		}

@@ -27,7 +27,7 @@ import (
 // applied as for a new instance, while per-instance modules stay done (their semaphores live under
 // /var/lib/cloud/instances/<instance-id>/sem, which stays), and the file is written again in the same stage.
 
-// networkEveryBootFile names our part; its presence makes composeUserData idempotent.
+// networkEveryBootFile names our part; the part's own headers (carriesOurPart) make composeUserData idempotent.
 const networkEveryBootFile = "sriov-udn-binding-network-every-boot.cfg"
 
 // networkEveryBootNoCloud is the cloud-config we add for NoCloud.
@@ -92,15 +92,15 @@ func withNetworkEveryBoot(userData, dataSource string) string {
 //
 // The script part comes first (cloudbase-init stops walking the parts after one that asks for a reboot),
 // our cloud-config last. The message starts with "Content-Type: multipart", the exact prefix
-// cloudbase-init tests (plugins/common/userdata.py). User data that already carries our part is returned
-// unchanged.
+// cloudbase-init tests (plugins/common/userdata.py). User data that already carries our part (by its MIME
+// headers, never a mention in the user's text: carriesOurPart) is returned unchanged.
 func composeUserData(userData, dataSource, windowsScript string) string {
 	ours, mergeType := everyBootPart(dataSource)
 	blank := strings.TrimSpace(userData) == ""
 	if blank && windowsScript == "" {
 		return ours
 	}
-	if strings.Contains(userData, networkEveryBootFile) || strings.Contains(userData, WindowsNetworkScriptFilename) {
+	if carriesOurPart(userData) {
 		return userData
 	}
 	var user userPart
@@ -214,19 +214,22 @@ func firstBytes(s string, n int) string {
 	return s
 }
 
-// plainASCII reports whether s can travel as a 7bit MIME part unchanged: ASCII, no carriage returns
-// (Python's parser treats a lone CR as a line end), and no NUL.
+// plainASCII reports whether s can travel as a 7bit MIME part unchanged and cheaply: ASCII, no carriage
+// returns (Python's parser treats a lone CR as a line end), and no control byte but tab and newline:
+// encoding/json writes each as a 6-byte \u00XX, so 1 MiB of them would make an answer of 6 MiB, past the
+// 4 MiB virt-launcher receives (issue 30); base64 makes it 1.33 MiB.
 func plainASCII(s string) bool {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c >= 0x80 || c == '\r' || c == 0 {
+		if c := s[i]; c >= 0x80 || (c < 0x20 && c != '\t' && c != '\n') {
 			return false
 		}
 	}
 	return true
 }
 
-// isMIME is cloud-init's own test (user_data.py convert_string), after its gzip step: user data that
-// reaches us through KubeVirt's JSON is text, so gzip cannot occur.
+// isMIME is cloud-init's own test (user_data.py convert_string), after its gzip step. Gzip-compressed user
+// data does reach us, but mangled: KubeVirt's JSON encoding replaced its bytes with U+FFFD, and
+// checkUserDataEncoding refuses it before this is asked.
 func isMIME(userData string) bool {
 	head := userData
 	if len(head) > 4096 {

@@ -106,9 +106,10 @@ func ParseFormatMap(source string, data []byte) (map[string]string, error) {
 	return m, nil
 }
 
-// ParseNetworkStatus parses and validates the Multus k8s.v1.cni.cncf.io/network-status annotation:
-// ips (bare addresses, no prefix), mac, gateway, dns.nameservers and device-info PCI addresses.
-// An empty value yields (nil, nil).
+// ParseNetworkStatus parses the Multus k8s.v1.cni.cncf.io/network-status annotation: a JSON list of
+// entries. It does not check the entries' fields: the annotation lists every interface of the pod, and
+// one that is not ours is not our business (a bad nameserver of another network must not stop our VM).
+// The model checks the entries it uses with CheckNetworkStatusEntry. An empty value yields (nil, nil).
 func ParseNetworkStatus(data []byte) ([]NetworkStatus, error) {
 	const source = NetworkStatusAnnotation
 	if err := checkSize(source, data); err != nil {
@@ -121,45 +122,50 @@ func ParseNetworkStatus(data []byte) ([]NetworkStatus, error) {
 	if err := json.Unmarshal(data, &statuses); err != nil {
 		return nil, &FieldError{Source: source, Err: fmt.Errorf("invalid JSON: %w", err)}
 	}
-	for i, st := range statuses {
-		key := fmt.Sprintf("[%d] network %s", i, netval.Quote(st.Name))
-		if st.Interface != "" {
-			key += " (interface " + netval.Quote(st.Interface) + ")"
-		}
-		fail := func(field string, err error) error {
-			return &FieldError{Source: source, Key: key, Field: field, Err: err}
-		}
-		if st.Name == "" {
-			return nil, fail("name", errors.New("empty network name"))
-		}
-		for j, ip := range st.IPs {
-			if _, err := netval.ParseAddr(ip); err != nil {
-				return nil, fail(fmt.Sprintf("ips[%d]", j), err)
-			}
-		}
-		if st.Mac != "" {
-			if err := netval.CheckHardwareAddr(st.Mac); err != nil {
-				return nil, fail("mac", err)
-			}
-		}
-		if err := netval.CheckReportedMTU(st.Mtu); err != nil {
-			return nil, fail("mtu", err)
-		}
-		for j, gw := range st.Gateway {
-			if _, err := netval.ParseAddr(gw); err != nil {
-				return nil, fail(fmt.Sprintf("gateway[%d]", j), err)
-			}
-		}
-		for j, ns := range st.DNS.Nameservers {
-			if _, err := netval.ParseAddr(ns); err != nil {
-				return nil, fail(fmt.Sprintf("dns.nameservers[%d]", j), err)
-			}
-		}
-		if f, err := validateDeviceInfo(st.DeviceInfo); err != nil {
-			return nil, fail("device-info."+f, err)
+	return statuses, nil
+}
+
+// CheckNetworkStatusEntry validates entry i of network-status, one the caller uses: name, ips (bare
+// addresses, no prefix), mac, mtu, gateway, dns.nameservers and device-info PCI addresses. The error
+// names the entry and the field.
+func CheckNetworkStatusEntry(i int, st NetworkStatus) *FieldError {
+	key := fmt.Sprintf("[%d] network %s", i, netval.Quote(st.Name))
+	if st.Interface != "" {
+		key += " (interface " + netval.Quote(st.Interface) + ")"
+	}
+	fail := func(field string, err error) *FieldError {
+		return &FieldError{Source: NetworkStatusAnnotation, Key: key, Field: field, Err: err}
+	}
+	if st.Name == "" {
+		return fail("name", errors.New("empty network name"))
+	}
+	for j, ip := range st.IPs {
+		if _, err := netval.ParseAddr(ip); err != nil {
+			return fail(fmt.Sprintf("ips[%d]", j), err)
 		}
 	}
-	return statuses, nil
+	if st.Mac != "" {
+		if err := netval.CheckHardwareAddr(st.Mac); err != nil {
+			return fail("mac", err)
+		}
+	}
+	if err := netval.CheckReportedMTU(st.Mtu); err != nil {
+		return fail("mtu", err)
+	}
+	for j, gw := range st.Gateway {
+		if _, err := netval.ParseAddr(gw); err != nil {
+			return fail(fmt.Sprintf("gateway[%d]", j), err)
+		}
+	}
+	for j, ns := range st.DNS.Nameservers {
+		if _, err := netval.ParseAddr(ns); err != nil {
+			return fail(fmt.Sprintf("dns.nameservers[%d]", j), err)
+		}
+	}
+	if f, err := validateDeviceInfo(st.DeviceInfo); err != nil {
+		return fail("device-info."+f, err)
+	}
+	return nil
 }
 
 // podNetworkJSON mirrors OVN-Kubernetes' unexported podAnnotation (go-controller/pkg/util/pod_annotation.go).

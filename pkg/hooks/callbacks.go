@@ -39,16 +39,26 @@ type v1alpha3Server struct {
 }
 
 func (s v1alpha3Server) OnDefineDomain(ctx context.Context, p *hooksv1alpha3.OnDefineDomainParams) (*hooksv1alpha3.OnDefineDomainResult, error) {
-	out, err := s.handler.OnDefineDomain(ctx, p.GetVmi(), p.GetDomainXML())
+	vmi, domainXML := p.GetVmi(), p.GetDomainXML()
+	p.Vmi, p.DomainXML = nil, nil // the request's buffers go when the handler is done with them
+	out, err := s.handler.OnDefineDomain(ctx, vmi, domainXML)
 	if err != nil {
 		return nil, err
+	}
+	if len(out)+answerFramingBytes > MaxAnswerBytes {
+		return nil, answerTooLarge("OnDefineDomain", "domain XML", len(out))
 	}
 	return &hooksv1alpha3.OnDefineDomainResult{DomainXML: out}, nil
 }
 
 func (s v1alpha3Server) PreCloudInitIso(ctx context.Context, p *hooksv1alpha3.PreCloudInitIsoParams) (*hooksv1alpha3.PreCloudInitIsoResult, error) {
-	data, source, err := s.handler.PreCloudInitIso(ctx, p.GetVmi(), p.GetCloudInitData(), p.GetCloudInitNoCloudSource())
+	vmi, data, source := p.GetVmi(), p.GetCloudInitData(), p.GetCloudInitNoCloudSource()
+	p.Vmi, p.CloudInitData, p.CloudInitNoCloudSource = nil, nil, nil // as in OnDefineDomain
+	data, source, err := s.handler.PreCloudInitIso(ctx, vmi, data, source)
 	if err != nil {
+		return nil, err
+	}
+	if source, err = fitAnswer("PreCloudInitIso", data, source); err != nil {
 		return nil, err
 	}
 	return &hooksv1alpha3.PreCloudInitIsoResult{CloudInitData: data, CloudInitNoCloudSource: source}, nil

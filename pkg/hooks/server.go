@@ -1,6 +1,7 @@
 package hooks
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,6 +39,9 @@ type Config struct {
 	Logger     *slog.Logger
 	// StopTimeout bounds the graceful stop; 0 means DefaultStopTimeout.
 	StopTimeout time.Duration
+
+	// maxRequestBytes replaces MaxRequestBytes when set (tests: a smaller limit is cheaper to cross).
+	maxRequestBytes int
 }
 
 // Server serves Info and the Callbacks services on a unix socket.
@@ -100,6 +104,10 @@ func newServer(cfg Config, register func(*grpc.Server, *Server)) (*Server, error
 	s.grpc = grpc.NewServer(
 		// A client that connects and stays silent is dropped after this long instead of gRPC's 120 s.
 		grpc.ConnectionTimeout(cfg.StopTimeout),
+		// Sized for the largest legal request (limits.go), decoded without a copy of the whole (codec.go).
+		grpc.MaxRecvMsgSize(cmp.Or(cfg.maxRequestBytes, MaxRequestBytes)),
+		grpc.ForceServerCodecV2(newRequestCodec()),
+		grpc.StatsHandler(refusedLogger{log: logger, limit: cmp.Or(cfg.maxRequestBytes, MaxRequestBytes)}),
 		grpc.ChainUnaryInterceptor(logInterceptor(logger), recoverInterceptor(logger), s.lifeInterceptor))
 	register(s.grpc, s)
 	return s, nil

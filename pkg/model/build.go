@@ -332,6 +332,10 @@ func lookupNetworkStatus(statuses []downwardapi.NetworkStatus, index map[string]
 		return nil, err
 	}
 	found := &statuses[i]
+	// Only the entries we use are checked (downwardapi.ParseNetworkStatus): this one is ours.
+	if err := downwardapi.CheckNetworkStatusEntry(i, *found); err != nil {
+		return nil, f.fail(err.Source, err.Field, err.Err)
+	}
 	ns, bare, _ := strings.Cut(nad, "/")
 	if found.Name != nad && !(found.Name == bare && ns == vmiNamespace) {
 		return nil, f.fail(downwardapi.NetworkStatusAnnotation, "name",

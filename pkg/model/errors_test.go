@@ -152,7 +152,7 @@ func TestBuild_WrongInput_ReturnsInputErrorNamingInterfaceSourceAndField(t *test
 			name:       "MTU out of range",
 			vmi:        newVMI(bound("a", "sriov-a")),
 			snap:       &downwardapi.Snapshot{NetworkStatus: statusWith(func(s *downwardapi.NetworkStatus) { s.Mtu = -1 })},
-			wantSource: downwardapi.NetworkStatusAnnotation, wantField: "mtu", wantMessage: "outside",
+			wantSource: downwardapi.NetworkStatusAnnotation, wantField: "mtu", wantMessage: "out of range",
 		},
 		{
 			name:       "unknown ipam_mode",

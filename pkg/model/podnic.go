@@ -2,6 +2,8 @@ package model
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
@@ -19,8 +21,8 @@ type PodNIC struct {
 	// FromPod says that the MAC is the pod interface's: with masquerade and bridge, KubeVirt gives the
 	// guest NIC the MAC of the pod's primary interface when the VMI sets none (v1.8
 	// pkg/network/domainspec/generators.go TapLibvirtSpecGenerator, run in SetupPodNetworkPhase2 before
-	// OnDefineDomain), and that MAC is in network-status (the entry marked default: pkg/network/multus
-	// status.go LookupPodPrimaryIfaceName) and pod-networks.
+	// OnDefineDomain), and that MAC is in network-status (the first entry marked default with an interface
+	// name: pkg/network/multus/status.go LookupPodPrimaryIfaceName) and pod-networks (podInterfaceMAC).
 	FromPod bool
 	// Unservable says why the MAC cannot be known before the domain is defined ("" when it can): other
 	// bindings leave it to libvirt, which makes one up at define time, after cloud-init data is built.
@@ -62,9 +64,9 @@ func FindPodNIC(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, binding
 		}
 		nic.FromPod = true
 		if snap != nil {
-			mac, source, err := podInterfaceMAC(snap)
+			mac, source, field, err := podInterfaceMAC(snap)
 			if err != nil {
-				return nil, &InputError{Interface: iface.Name, Network: iface.Name, Source: source, Field: "mac", Err: err}
+				return nil, &InputError{Interface: iface.Name, Network: iface.Name, Source: source, Field: field, Err: err}
 			}
 			if !mac.IsZero() {
 				nic.Interface.MAC, nic.Interface.MACSource = mac, macSourceOf(source)
@@ -104,44 +106,59 @@ func podBindingName(iface Interface) string {
 	}
 }
 
-// podInterfaceMAC is the MAC of the pod's primary interface: network-status's first entry marked default
-// with an interface name (as KubeVirt picks it), else the pod-networks entry whose role is primary, else
-// the one keyed "default" (OVN-K without a role). source names where it came from, or where it was bad.
-func podInterfaceMAC(snap *downwardapi.Snapshot) (mac netval.MAC, source string, err error) {
+// podInterfaceMAC is the MAC of the pod's primary interface, the same on every call whatever the map order:
+//   - network-status: the first entry marked default with an interface name is the pod's primary interface
+//     (KubeVirt v1.8/v1.9 pkg/network/multus/status.go LookupPodPrimaryIfaceName); its mac, when set and not
+//     all-zero, is the answer. A later default entry is another interface and never supplies the MAC.
+//   - else pod-networks: the entry whose role is primary, else the one keyed "default" without a role (OVN-K
+//     before roles). Two primary entries with different MACs are ambiguous: an error naming both keys.
+//
+// source and field name where the MAC came from, or where the input was bad.
+func podInterfaceMAC(snap *downwardapi.Snapshot) (mac netval.MAC, source, field string, err error) {
 	for _, st := range snap.NetworkStatus {
-		if !st.Default || st.Interface == "" || st.Mac == "" {
+		if !st.Default || st.Interface == "" {
 			continue
 		}
-		m, err := parseMAC(st.Mac)
-		if err != nil {
-			return netval.MAC{}, downwardapi.NetworkStatusAnnotation, err
-		}
-		if !m.IsZero() {
-			return m, downwardapi.NetworkStatusAnnotation, nil
-		}
-	}
-	pick := func(match func(key string, pn downwardapi.PodNetwork) bool) (netval.MAC, error) {
-		for key, pn := range snap.PodNetworks {
-			if !match(key, pn) || pn.MAC.IsZero() {
-				continue
+		if st.Mac != "" {
+			m, err := parseMAC(st.Mac)
+			if err != nil {
+				return netval.MAC{}, downwardapi.NetworkStatusAnnotation, "mac", err
 			}
-			if err := pn.MAC.CheckUnicast(); err != nil {
-				return netval.MAC{}, err
+			if !m.IsZero() {
+				return m, downwardapi.NetworkStatusAnnotation, "mac", nil
 			}
-			return pn.MAC, nil
 		}
-		return netval.MAC{}, nil
+		break // the primary interface is this one: no later entry speaks for it
 	}
-	for _, match := range []func(string, downwardapi.PodNetwork) bool{
-		func(_ string, pn downwardapi.PodNetwork) bool { return pn.Role == RolePrimary },
-		func(key string, pn downwardapi.PodNetwork) bool { return key == "default" && pn.Role == "" },
-	} {
-		m, err := pick(match)
-		if err != nil || !m.IsZero() {
-			return m, downwardapi.PodNetworksAnnotation, err
+	var primaryKey string
+	for _, key := range slices.Sorted(maps.Keys(snap.PodNetworks)) {
+		pn := snap.PodNetworks[key]
+		if pn.Role != RolePrimary || pn.MAC.IsZero() {
+			continue
+		}
+		if primaryKey == "" {
+			primaryKey = key
+			continue
+		}
+		if other := snap.PodNetworks[primaryKey]; other.MAC != pn.MAC {
+			return netval.MAC{}, downwardapi.PodNetworksAnnotation, "role", fmt.Errorf("entries %s and %s both have role %q "+
+				"with different MACs, and network-status marks no default interface: the pod's primary interface is ambiguous",
+				netval.Quote(primaryKey), netval.Quote(key), RolePrimary)
 		}
 	}
-	return netval.MAC{}, "", nil
+	if primaryKey == "" {
+		if pn, ok := snap.PodNetworks["default"]; ok && pn.Role == "" && !pn.MAC.IsZero() {
+			primaryKey = "default"
+		}
+	}
+	if primaryKey == "" {
+		return netval.MAC{}, "", "", nil
+	}
+	m := snap.PodNetworks[primaryKey].MAC
+	if err := m.CheckUnicast(); err != nil {
+		return netval.MAC{}, downwardapi.PodNetworksAnnotation, "mac_address", err
+	}
+	return m, downwardapi.PodNetworksAnnotation, "mac_address", nil
 }
 
 func macSourceOf(source string) MACSource {

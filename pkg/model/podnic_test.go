@@ -67,8 +67,8 @@ func TestFindPodNIC(t *testing.T) {
 		{"only secondary networks", newVMI(bound("a", "sriov-a")), nil, false, "", "", false, false, ""},
 		{"nil VMI", nil, nil, false, "", "", false, false, ""},
 		{"bad VMI MAC names the field", newVMI(ifaceSpec{name: "default", pod: true, core: "masquerade", mac: "zz"}), nil, false, "", "", false, false, `macAddress`},
-		// The parser refuses the annotation (a snapshot problem that fails model.Build): no MAC from it.
-		{"bad network-status MAC", newVMI(masq, bound("a", "sriov-a")), podSnapshot(statusBadMAC, ""), true, "", "", true, false, ""},
+		// The pod's primary interface is the one whose MAC we use: its bad MAC is an error naming the field.
+		{"bad network-status MAC", newVMI(masq, bound("a", "sriov-a")), podSnapshot(statusBadMAC, ""), false, "", "", false, false, "network-status field mac"},
 		{"all-zero network-status MAC falls through to pod-networks", newVMI(masq, bound("a", "sriov-a")),
 			podSnapshot(`[{"name":"ovn-kubernetes","interface":"eth0","mac":"00:00:00:00:00:00","default":true}]`, podNetsDefault),
 			true, "0a:58:0a:f4:01:06", model.MACFromPodNetworks, true, false, ""},

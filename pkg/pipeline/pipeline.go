@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -288,7 +287,9 @@ func (c *Call) cloudInit(snap *downwardapi.Snapshot, cloudInitData, noCloudSourc
 		res := &cloudinit.Result{Data: cloudInitData, NoCloudSource: noCloudSource}
 		if in, err := cloudinit.DecodeInput(cloudInitData); err == nil {
 			res.NetworkData = []byte(in.UserNetworkData())
-			if data, source, err := in.PassThrough(); err == nil && !bytes.Equal(data, cloudInitData) {
+			// The echo is built from CloudInitData even when nothing changed: the hook server does not keep
+			// the request's copy of it (pkg/hooks codec.go).
+			if data, source, err := in.PassThrough(); err == nil {
 				res.Data, res.NoCloudSource = data, source
 			}
 		}
@@ -319,11 +320,17 @@ func (c *Call) cloudInit(snap *downwardapi.Snapshot, cloudInitData, noCloudSourc
 	if err != nil {
 		return nil, nil, fail(PreCloudInitIso, InvalidInput, fmt.Errorf("VMI metadata.annotations: %w", err))
 	}
-	res, err := c.merge(cloudInitData, cloudinit.ApplyOptions{WindowsNetworkScript: windowsScript}, ifaces, podNIC)
+	var userDataWarnings []Warning
+	res, err := c.merge(cloudInitData, cloudinit.ApplyOptions{
+		WindowsNetworkScript: windowsScript,
+		Warn: func(code, message string) {
+			userDataWarnings = append(userDataWarnings, Warning{Code: code, Message: message})
+		},
+	}, ifaces, podNIC)
 	if err != nil {
 		return nil, nil, fail(PreCloudInitIso, InvalidInput, err)
 	}
-	warnings := macMismatches(derived.MACMismatches())
+	warnings := append(userDataWarnings, macMismatches(derived.MACMismatches())...)
 	warnings = append(warnings, networkInfoMismatches(derived.NetworkInfoMismatches())...)
 	warnings = append(warnings, userWins(res.DataSource, res.UserConfigured)...)
 	return res, warnings, nil

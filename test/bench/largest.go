@@ -32,6 +32,9 @@ type LargestInput struct {
 	DataSource  cloudinit.DataSourceType
 	NetworkData string
 	Legal       bool // within every limit: must be merged; else must be rejected
+	// UserData is the user data sent with it; "" means a one-line cloud-config. The Secret user data
+	// cases (secretuserdata.go) are 1 MiB.
+	UserData string
 }
 
 // padYAML appends YAML comment lines and long double-quoted scalars (under key x-notes) until b is
@@ -116,15 +119,38 @@ func LargestInputs() []LargestInput {
 		fmt.Fprintf(&chain, "  e%d: &a%d {<<: *a%d}\n", i, i, i-1)
 	}
 	return []LargestInput{
-		{"NoCloud v1, 1 MiB", cloudinit.DataSourceNoCloud, NoCloudV1Largest(), true},
-		{"NoCloud v2, 1 MiB, aliases and merge keys", cloudinit.DataSourceNoCloud, NoCloudV2Largest(), true},
-		{"ConfigDrive JSON, 1 MiB, nested to the limit", cloudinit.DataSourceConfigDrive, ConfigDriveLargest(), true},
-		{"NoCloud, 1 MiB flow list of 500k scalars", cloudinit.DataSourceNoCloud, fill("version: 2\nx: [", "a,", "a]\n"), false},
-		{"NoCloud, 1 MiB chain of merge keys", cloudinit.DataSourceNoCloud, chain.String(), false},
-		{"NoCloud, 1 MiB nested flow lists", cloudinit.DataSourceNoCloud, "version: 2\nx: " + strings.Repeat("[", LargestUserData/2-16) + strings.Repeat("]", LargestUserData/2-16) + "\n", false},
-		{"ConfigDrive, 1 MiB nested arrays", cloudinit.DataSourceConfigDrive, `{"x":` + strings.Repeat("[", LargestUserData/2-8) + strings.Repeat("]", LargestUserData/2-8) + "}", false},
-		{"ConfigDrive, 1 MiB list of 500k numbers", cloudinit.DataSourceConfigDrive, fill(`{"links":[`, "0,", "0]}"), false},
+		{"NoCloud v1, 1 MiB", cloudinit.DataSourceNoCloud, NoCloudV1Largest(), true, ""},
+		{"NoCloud v2, 1 MiB, aliases and merge keys", cloudinit.DataSourceNoCloud, NoCloudV2Largest(), true, ""},
+		{"ConfigDrive JSON, 1 MiB, nested to the limit", cloudinit.DataSourceConfigDrive, ConfigDriveLargest(), true, ""},
+		{"NoCloud, 1 MiB flow list of 500k scalars", cloudinit.DataSourceNoCloud, fill("version: 2\nx: [", "a,", "a]\n"), false, ""},
+		{"NoCloud, 1 MiB chain of merge keys", cloudinit.DataSourceNoCloud, chain.String(), false, ""},
+		{"NoCloud, 1 MiB nested flow lists", cloudinit.DataSourceNoCloud, "version: 2\nx: " + strings.Repeat("[", LargestUserData/2-16) + strings.Repeat("]", LargestUserData/2-16) + "\n", false, ""},
+		{"ConfigDrive, 1 MiB nested arrays", cloudinit.DataSourceConfigDrive, `{"x":` + strings.Repeat("[", LargestUserData/2-8) + strings.Repeat("]", LargestUserData/2-8) + "}", false, ""},
+		{"ConfigDrive, 1 MiB list of 500k numbers", cloudinit.DataSourceConfigDrive, fill(`{"links":[`, "0,", "0]}"), false, ""},
 	}
+}
+
+// LargestSecretInputs are the Secret user data worst cases (issue 30), 1 MiB each.
+func LargestSecretInputs() []LargestInput {
+	var out []LargestInput
+	for _, c := range SecretUserDataCases() {
+		out = append(out, LargestInput{Name: "Secret user data: " + c.Name, DataSource: cloudinit.DataSourceNoCloud, Legal: true, UserData: c.UserData})
+	}
+	return out
+}
+
+// LargestRequest is the largest request of all: 1 MiB of user data and 1 MiB of networkData, each from
+// its own Secret and each byte escaped to 6, about 24 MiB on the wire with virt-launcher's two copies.
+// gRPC holds a request whole before any decoding, so this one alone passes the 32 MiB target; it must
+// stay under the sidecar's memory limit (README "Limits", manifests/README.md "Sizing").
+func LargestRequest() LargestInput {
+	var nd strings.Builder
+	nd.WriteString("version: 1\nconfig: []\n")
+	for nd.Len() < LargestUserData-1024 {
+		nd.WriteString("# " + strings.Repeat("<", 1000) + "\n")
+	}
+	return LargestInput{Name: "Secret user data (HTML) and networkData of '<', 1 MiB each", DataSource: cloudinit.DataSourceNoCloud,
+		NetworkData: nd.String(), Legal: true, UserData: SecretUserDataCases()[0].UserData}
 }
 
 // LargestDomain is a KubeVirt-shaped domain that, sent with vmiJSON, fills a 4 MiB gRPC message:
@@ -160,6 +186,8 @@ type LargestResult struct {
 	PeakRSSKiB      int64            `json:"peak_rss_kib"`
 	ReadyPeakKiB    int64            `json:"ready_peak_rss_kib"`
 	BeforeDomainKiB int64            `json:"before_domain_peak_rss_kib"`
+	// LargestRequest is the largest request (LargestRequest), sent last: its peak is above the others'.
+	LargestRequest LargestOutcome `json:"largest_request"`
 }
 
 // LargestOutcome is what one input did.
@@ -189,9 +217,13 @@ func MeasureLargest(socket string, pid int) (LargestResult, error) {
 	if err != nil {
 		return res, fmt.Errorf("marshal VMI: %w", err)
 	}
-	for _, in := range LargestInputs() {
+	send := func(in LargestInput) (LargestOutcome, error) {
+		userData := in.UserData
+		if userData == "" {
+			userData = "#cloud-config\n"
+		}
 		data := &cloudinit.CloudInitData{
-			DataSource: in.DataSource, UserData: "#cloud-config\n", NetworkData: in.NetworkData, VolumeName: "cloudinitdisk",
+			DataSource: in.DataSource, UserData: userData, NetworkData: in.NetworkData, VolumeName: "cloudinitdisk",
 			NoCloudMetaData: &cloudinit.NoCloudMetadata{InstanceID: "bench"},
 		}
 		if in.DataSource == cloudinit.DataSourceConfigDrive {
@@ -200,18 +232,25 @@ func MeasureLargest(socket string, pid int) (LargestResult, error) {
 		}
 		t0 := time.Now()
 		_, err := CallPreCloudInitIso(socket, vmi, data)
-		o := LargestOutcome{Name: in.Name, Bytes: len(in.NetworkData), Legal: in.Legal, Accepted: err == nil, Duration: time.Since(t0)}
+		o := LargestOutcome{Name: in.Name, Bytes: len(in.NetworkData) + len(in.UserData), Legal: in.Legal, Accepted: err == nil, Duration: time.Since(t0)}
 		if err != nil {
 			o.Error = err.Error()
 		}
 		st, serr := ReadProcStats(pid)
 		if serr != nil {
-			return res, serr
+			return o, serr
 		}
 		o.PeakAfterKiB = st.HWMKiB
-		res.Inputs = append(res.Inputs, o)
 		if o.Accepted != in.Legal {
-			return res, fmt.Errorf("%s (%d bytes): legal %v but accepted %v: %v", in.Name, o.Bytes, in.Legal, o.Accepted, err)
+			return o, fmt.Errorf("%s (%d bytes): legal %v but accepted %v: %v", in.Name, o.Bytes, in.Legal, o.Accepted, err)
+		}
+		return o, nil
+	}
+	for _, in := range append(LargestInputs(), LargestSecretInputs()...) {
+		o, err := send(in)
+		res.Inputs = append(res.Inputs, o)
+		if err != nil {
+			return res, err
 		}
 	}
 	dom, err := LargestDomain(vmiJSON)
@@ -230,5 +269,6 @@ func MeasureLargest(socket string, pid int) (LargestResult, error) {
 		return res, err
 	}
 	res.PeakRSSKiB = after.HWMKiB
-	return res, nil
+	res.LargestRequest, err = send(LargestRequest())
+	return res, err
 }

@@ -46,6 +46,16 @@ func TestLargestInputs_AreAtTheLimitsOfTheSidecarsCloudinit(t *testing.T) {
 		}
 	}
 
+	for _, in := range append(LargestSecretInputs(), LargestRequest()) {
+		assert.LessOrEqual(t, len(in.UserData), SecretUserDataBytes, in.Name)
+		assert.Greater(t, len(in.UserData), SecretUserDataBytes-1024, "%s: a full Secret", in.Name)
+		assert.LessOrEqual(t, len(in.NetworkData), LargestUserData, in.Name)
+		if in.NetworkData != "" {
+			_, err := cloudinit.MergeNoCloud([]byte(in.NetworkData), bound)
+			assert.NoError(t, err, in.Name)
+		}
+	}
+
 	vmiJSON, err := json.Marshal(VMI(ifaces))
 	require.NoError(t, err)
 	dom, err := LargestDomain(vmiJSON)

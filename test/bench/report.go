@@ -156,8 +156,11 @@ func (r *Result) largestRows(row func(...string)) {
 		return
 	}
 	row(fmt.Sprintf("peak RSS, largest legal inputs (%d NICs, %d KiB annotations)", l.NICs, l.AnnotationBytes>>10), mib(l.PeakRSSKiB), "-", "-", "< 32 MiB")
-	row("  after 1 MiB networkData (NoCloud v1/v2, ConfigDrive)", mib(l.BeforeDomainKiB), "-", "-", "-")
+	row("  after 1 MiB networkData (each format), 1 MiB Secret user data (HTML, control bytes, non-ASCII)", mib(l.BeforeDomainKiB), "-", "-", "-")
 	row(fmt.Sprintf("  after OnDefineDomain, %.1f MiB domain", float64(l.DomainBytes)/(1<<20)), mib(l.PeakRSSKiB), "-", "-", "-")
+	if lr := l.LargestRequest; lr.Name != "" {
+		row("peak RSS, largest request ("+lr.Name+")", mib(lr.PeakAfterKiB), "-", "-", "< 48 MiB (limit)")
+	}
 }
 
 // WriteLargestTable prints only the largest-input figures (sidecarbench --only largest).

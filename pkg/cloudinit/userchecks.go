@@ -1,0 +1,205 @@
+package cloudinit
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"mime/quotedprintable"
+	"net/mail"
+	"path"
+	"strings"
+	"unicode/utf8"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// Checks on the user's data before our parts join it (issue 30): what is already ours, what the user
+// overrides, and what reached us mangled.
+
+// Warning codes ApplyOptions.Warn receives.
+const (
+	// WarnUserDropInWins: the user's write_files writes configDriveDropInPath; theirs is kept, ours left out.
+	WarnUserDropInWins = "user-drop-in-wins"
+	// WarnUserDataReplacementChars: the user data holds U+FFFD, which is what KubeVirt's JSON encoding
+	// makes of bytes that are not UTF-8 (Latin-1 text, binary): the original bytes are lost before us.
+	WarnUserDataReplacementChars = "user-data-not-utf8"
+)
+
+// ourMessagePrefix starts every MIME message composeUserData writes.
+const ourMessagePrefix = "Content-Type: multipart/mixed; boundary=\"==sriov-udn-binding-"
+
+// carriesOurPart reports whether userData is what composeUserData returns already: exactly one of our
+// lone cloud-configs, or a MIME message of ours (our first header line, our boundary) with a part whose
+// headers name one of our files. A user's text that merely mentions a file name is not ours.
+func carriesOurPart(userData string) bool {
+	if userData == networkEveryBootNoCloud || userData == networkEveryBootConfigDrive {
+		return true
+	}
+	if !strings.HasPrefix(userData, ourMessagePrefix) {
+		return false
+	}
+	first, _, ok := strings.Cut(userData, "\n")
+	if !ok {
+		return false
+	}
+	boundary := strings.TrimSuffix(strings.TrimPrefix(first, `Content-Type: multipart/mixed; boundary="`), `"`)
+	if boundary == first || strings.ContainsAny(boundary, "\"\r") {
+		return false
+	}
+	// The boundary occurs nowhere in the user's data (mimeBoundary), so every delimiter line is ours and
+	// so is the header block after it.
+	for _, part := range strings.Split(userData, "\n--"+boundary+"\n")[1:] {
+		headers, _, _ := strings.Cut(part, "\n\n")
+		for _, name := range []string{networkEveryBootFile, WindowsNetworkScriptFilename} {
+			if strings.Contains("\n"+headers+"\n", "\nContent-Disposition: attachment; filename=\""+name+"\"\n") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// userWritesDropIn reports whether a cloud-config of the user's (the whole user data, or a text/cloud-config
+// part of their MIME message) has a write_files entry for configDriveDropInPath: cloud-init would write
+// both entries, the later one last, so ours would silently replace theirs.
+func userWritesDropIn(userData string) bool {
+	if !isMIME(userData) && !strings.Contains(userData, path.Base(configDriveDropInPath)) {
+		return false // cheap: the entry's path names the file (YAML escapes aside); a MIME part may be base64
+	}
+	for _, cc := range userCloudConfigs(userData, 0) {
+		if writesPath(cc, configDriveDropInPath) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxMIMEDepth bounds how deeply userCloudConfigs follows nested multiparts.
+const maxMIMEDepth = 8
+
+// userCloudConfigs returns the cloud-configs in userData: the whole of it when it starts with
+// "#cloud-config" (not -archive or -jsonp), or the decoded text/cloud-config parts of a MIME message.
+func userCloudConfigs(userData string, depth int) []string {
+	if !isMIME(userData) {
+		head := strings.ToLower(strings.TrimLeft(firstBytes(userData, 32), " \t\r\n"))
+		if strings.HasPrefix(head, "#cloud-config") && !strings.HasPrefix(head, "#cloud-config-") {
+			return []string{userData}
+		}
+		return nil
+	}
+	if depth >= maxMIMEDepth {
+		return nil
+	}
+	msg, err := mail.ReadMessage(strings.NewReader(userData))
+	if err != nil {
+		return nil
+	}
+	return cloudConfigParts(msg.Header.Get("Content-Type"), msg.Body, depth)
+}
+
+func cloudConfigParts(contentType string, body io.Reader, depth int) []string {
+	mediaType, params, err := mime.ParseMediaType(contentType)
+	if err != nil || !strings.HasPrefix(mediaType, "multipart/") || params["boundary"] == "" {
+		return nil
+	}
+	var out []string
+	mr := multipart.NewReader(body, params["boundary"])
+	for {
+		p, err := mr.NextRawPart()
+		if err != nil {
+			return out
+		}
+		ct := p.Header.Get("Content-Type")
+		mt, _, _ := mime.ParseMediaType(ct)
+		var r io.Reader = p
+		switch strings.ToLower(p.Header.Get("Content-Transfer-Encoding")) {
+		case "base64":
+			r = base64LinesReader(p)
+		case "quoted-printable":
+			r = quotedprintable.NewReader(p)
+		}
+		data, err := io.ReadAll(io.LimitReader(r, MaxNetworkDataBytes+1))
+		if err != nil {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(mt, "multipart/") && depth+1 < maxMIMEDepth:
+			out = append(out, cloudConfigParts(ct, bytes.NewReader(data), depth+1)...)
+		case mt == "text/cloud-config":
+			out = append(out, string(data))
+		case mt == "text/x-not-multipart" || mt == "text/plain" || mt == "":
+			out = append(out, userCloudConfigs(string(data), depth+1)...)
+		}
+	}
+}
+
+func base64LinesReader(r io.Reader) io.Reader {
+	raw, err := io.ReadAll(io.LimitReader(r, 2*MaxNetworkDataBytes))
+	if err != nil {
+		return bytes.NewReader(nil)
+	}
+	dec, err := decodeBase64Lines(string(raw))
+	if err != nil {
+		return bytes.NewReader(nil)
+	}
+	return bytes.NewReader(dec)
+}
+
+// writesPath reports whether cloud-config cc has a write_files entry whose path is p. A document past
+// the networkData limits, or one that does not parse, writes nothing as far as we can tell (cloud-init
+// would not read it either).
+func writesPath(cc, p string) bool {
+	if checkYAMLSize([]byte(cc)) != nil {
+		return false
+	}
+	doc, err := decodeYAML([]byte(cc))
+	if err != nil || doc == nil || checkYAMLTree(doc) != nil {
+		return false
+	}
+	root := resolve(doc.Content[0])
+	if root == nil || root.Kind != yaml.MappingNode {
+		return false
+	}
+	files := resolve(lookup(root, "write_files"))
+	if files == nil || files.Kind != yaml.SequenceNode {
+		return false
+	}
+	for _, f := range files.Content {
+		f = resolve(f)
+		if f == nil || f.Kind != yaml.MappingNode {
+			continue
+		}
+		if v, ok := scalar(resolve(lookup(f, "path"))); ok && path.Clean(v) == p {
+			return true
+		}
+	}
+	return false
+}
+
+// gzipMangledPrefix is what gzip's magic (0x1f 0x8b, cloud-init user_data.py convert_string decompresses
+// on it) becomes in KubeVirt's hook call: encoding/json replaces the invalid byte 0x8b with U+FFFD
+// (pkg/hooks/manager.go preCloudInitIsoDataToJSON, json.Marshal).
+const gzipMangledPrefix = "\x1f\uFFFD"
+
+// checkUserDataEncoding refuses gzip-compressed user data, whose bytes KubeVirt's JSON encoding destroyed
+// (cloud-init would ignore what is left: the VM would boot without the user's config, silently), and
+// describes any other U+FFFD as a warning: it may be the user's own character, or a byte of Latin-1 text
+// KubeVirt replaced; either way the data goes on as received.
+func checkUserDataEncoding(userData string) (warning string, err error) {
+	if strings.HasPrefix(userData, gzipMangledPrefix) {
+		return "", fmt.Errorf("user data is gzip-compressed (it starts with gzip's magic, its second byte already " +
+			"replaced by U+FFFD): KubeVirt passes user data to hook sidecars as JSON text, which cannot carry binary " +
+			"bytes (pkg/hooks/manager.go preCloudInitIsoDataToJSON), so it cannot be decompressed by cloud-init; " +
+			"give the user data uncompressed (userData, userDataBase64 or userDataSecretRef of the text itself)")
+	}
+	n := strings.Count(userData, "\uFFFD")
+	if n == 0 {
+		return "", nil
+	}
+	at := utf8.RuneCountInString(userData[:strings.Index(userData, "\uFFFD")])
+	return fmt.Sprintf("user data holds %d U+FFFD replacement character(s), the first at character %d: KubeVirt's JSON "+
+		"encoding of the hook call turns every byte that is not UTF-8 (Latin-1 text, binary) into U+FFFD before the "+
+		"sidecar sees it, so those bytes are lost; the user data goes on as received; encode it as UTF-8", n, at), nil
+}

@@ -1,0 +1,42 @@
+package bench
+
+import "strings"
+
+// SecretUserDataBytes is the largest user data a Secret can hold: Kubernetes caps a Secret's data at
+// 1 MiB, keys included (k8s.io/kubernetes pkg/apis/core/validation ValidateSecret, MaxSecretSize), and
+// KubeVirt reads the user data from key "userdata" (pkg/util/cloud-init: "userdata" or "userData").
+// Inline user data is capped at 2048 bytes (vmi-create-admitter.go cloudInitUserMaxLen), which tells
+// users to use userDataSecretRef for more.
+const SecretUserDataBytes = 1<<20 - len("userdata")
+
+// SecretUserData is one worst case of Secret user data (issue 30): what json.Marshal in virt-launcher's
+// hook call (pkg/hooks/manager.go preCloudInitIsoDataToJSON) makes largest, and non-ASCII text.
+type SecretUserData struct {
+	Name     string
+	UserData string
+}
+
+// SecretUserDataCases are 1 MiB Secrets: an HTML heredoc of '<', '>' and '&' (6 bytes each in JSON),
+// a script full of control bytes (6 bytes each), and non-ASCII text (U+2028 included: 6 bytes for 3).
+func SecretUserDataCases() []SecretUserData {
+	fill := func(head, line string) string {
+		var b strings.Builder
+		b.Grow(SecretUserDataBytes)
+		b.WriteString(head)
+		for b.Len()+len(line) <= SecretUserDataBytes {
+			b.WriteString(line)
+		}
+		return b.String()
+	}
+	var ctl strings.Builder
+	for c := byte(1); c < 0x20; c++ {
+		if c != '\n' && c != '\r' && c != '\t' {
+			ctl.WriteByte(c)
+		}
+	}
+	return []SecretUserData{
+		{"HTML <>& heredoc, 1 MiB", fill("#!/bin/sh\ncat > /var/www/index.html <<'EOF'\n", strings.Repeat("<>&", 21)+"\n")},
+		{"script with control bytes, 1 MiB", fill("#!/bin/sh\n", "#"+strings.Repeat(ctl.String(), 2)+"\n")},
+		{"non-ASCII cloud-config, 1 MiB", fill("#cloud-config\n", "# größe ✓ 😀 \u2028 ß€\n")},
+	}
+}
