@@ -26,7 +26,7 @@ import (
 func TestPreCloudInitIso_SecretUserData1MiB_WorstEscapes_IntactAndUnder32MiB(t *testing.T) {
 	harness.RequireRoot(t)
 	harness.LockHooksRoot(t)
-	pod, vmi := loadSamples(t)
+	pod, vmi := harness.LoadSamples(t)
 	for i, tc := range bench.SecretUserDataCases() {
 		t.Run(tc.Name, func(t *testing.T) {
 			l := startBoundSidecar(t, fmt.Sprintf("itest-secret%d", i))
