@@ -48,5 +48,7 @@ func TestSidecar_LargestLegalInputs_PeakRSSUnder32MiB(t *testing.T) {
 // largestRequestPeakLimitKiB bounds the peak after the largest request of all (bench.LargestRequest:
 // both Secrets full of bytes encoding/json escapes, about 24 MiB on the wire). gRPC holds a request whole
 // before decoding it, so 32 MiB cannot hold there: it must stay under the sidecar's documented 48Mi limit
-// (manifests/README.md "Sizing"), with 4 MiB to spare.
-const largestRequestPeakLimitKiB = 44 << 10
+// (manifests/README.md "Sizing"). The memory cgroup charges about 1.5 MiB beyond the process's RSS (the
+// binary's page cache: test/container measures both), so the RSS bound is 46 MiB. Measured 40-44 MiB, run
+// to run (GC timing), on the 2-core CI machines.
+const largestRequestPeakLimitKiB = 46 << 10
