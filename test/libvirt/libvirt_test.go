@@ -72,14 +72,48 @@ func (e *env) check(t *testing.T, input, domainXML []byte) {
 	devices, err := libvirtcheck.ChangedDevices(input, domainXML)
 	require.NoError(t, err)
 	require.NotEmpty(t, devices, "the sidecar added or changed no <hostdev> or <interface>")
+	before, err := libvirtcheck.DevicesOf(input)
+	require.NoError(t, err)
+	wasByAlias := map[string][]byte{}
+	for _, d := range before {
+		if a := aliasOf(d); a != "" {
+			wasByAlias[a] = d
+		}
+	}
+	var judged [][]byte
 	for _, dev := range devices {
+		// An element KubeVirt wrote that the sidecar only changed (the pod NIC's <interface>, whose MAC it
+		// may set) is judged by the schema only when KubeVirt's own version passes it: the guest scenarios
+		// build the domain with KubeVirt's network configurator alone, which leaves e.g. <model type="">
+		// to the full converter. The whole domain's define below still parses it.
+		if was, ok := wasByAlias[aliasOf(dev)]; ok {
+			if err := libvirtcheck.ValidateSchema(ctx, e.root, libvirtcheck.MinimalDomainWith([][]byte{was})); err != nil {
+				t.Logf("schema not judged on %q: KubeVirt's element already fails it before the hook (%v)", aliasOf(dev), err)
+				continue
+			}
+		}
 		assert.NoErrorf(t, libvirtcheck.ValidateSchema(ctx, e.root, libvirtcheck.MinimalDomainWith([][]byte{dev})),
 			"virt-xml-validate (libvirt's RNG schema) on this element of the domain:\n%s", dev)
+		judged = append(judged, dev)
 	}
-	assert.NoErrorf(t, e.daemon.Define(ctx, libvirtcheck.ForThisLibvirt(libvirtcheck.MinimalDomainWith(devices)), true),
+	require.NotEmpty(t, judged, "no element of the sidecar's was judged by the schema")
+	assert.NoErrorf(t, e.daemon.Define(ctx, libvirtcheck.ForThisLibvirt(libvirtcheck.MinimalDomainWith(judged)), true),
 		"virsh define --validate (schema and qemu driver) of the sidecar's elements in a minimal domain; libvirtd log:\n%s", e.daemon.LogTail())
 	assert.NoErrorf(t, e.daemon.Define(ctx, libvirtcheck.ForThisLibvirt(domainXML), false),
 		"virsh define (the qemu driver's parse and validation) of the whole domain; libvirtd log:\n%s", e.daemon.LogTail())
+}
+
+// aliasOf returns the alias name of a device element ("" when it has none).
+func aliasOf(device []byte) string {
+	var d struct {
+		Alias struct {
+			Name string `xml:"name,attr"`
+		} `xml:"alias"`
+	}
+	if xml.Unmarshal(device, &d) != nil {
+		return ""
+	}
+	return d.Alias.Name
 }
 
 // newVMI mixes masquerade on the pod network, KubeVirt's core SR-IOV and ifaces bound to us.
