@@ -100,33 +100,7 @@ func testVFMigration(t *testing.T, c *cluster) {
 		{name: "with the opt-in, LiveMigrate without the annotation is still denied", mutate: []mutation{boundMACs, eviction("LiveMigrate")},
 			policy: mainPolicy, wantMsg: []string{"evictionStrategy must be set to None"}},
 	}
-	run := func(t *testing.T, cases []verdictCase) {
-		for _, kind := range []string{"VirtualMachine", "VirtualMachineInstance"} {
-			for _, tc := range cases {
-				t.Run(kind+"/"+tc.name, func(t *testing.T) {
-					obj := exampleVM(t)
-					if kind == "VirtualMachineInstance" {
-						obj = vmiFrom(t, obj)
-					}
-					for _, m := range tc.mutate {
-						m(t, obj)
-					}
-					got := c.write(t, obj, nil)
-					if tc.policy == "" {
-						assert.NoError(t, got.err)
-						return
-					}
-					msg := deniedBy(t, got, tc.policy)
-					for _, want := range tc.wantMsg {
-						assert.Contains(t, msg, want)
-					}
-					for _, not := range tc.notInMsg {
-						assert.NotContains(t, msg, not)
-					}
-				})
-			}
-		}
-	}
+	run := func(t *testing.T, cases []verdictCase) { runVerdicts(t, c, cases, nil) }
 	t.Run("KubeVirt CR without hostdev-replug", func(t *testing.T) { run(t, off) })
 
 	c.setReplugMethod(t, true)

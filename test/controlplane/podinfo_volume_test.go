@@ -55,33 +55,13 @@ func testPodInfoVolumeVerdicts(t *testing.T, c *cluster) {
 		{name: "without a binding plugin it is not our business", mutate: []mutation{binding(""), withVolume(forgedDownwardAPI("podinfo"))}},
 		{name: "a downwardAPI volume of another name is admitted", mutate: []mutation{withVolume(forgedDownwardAPI("user-info"))}},
 	}
-	for _, kind := range []string{"VirtualMachine", "VirtualMachineInstance"} {
-		for _, tc := range cases {
-			t.Run(kind+"/"+tc.name, func(t *testing.T) {
-				obj := exampleVM(t)
-				if kind == "VirtualMachineInstance" {
-					obj = vmiFrom(t, obj)
-				}
-				for _, m := range tc.mutate {
-					m(t, obj)
-				}
-				got := c.write(t, obj, nil)
-				if tc.policy == "" {
-					assert.NoError(t, got.err)
-					return
-				}
-				msg := deniedBy(t, got, tc.policy)
-				for _, want := range tc.wantMsg {
-					assert.Contains(t, msg, want)
-				}
-				path := "spec.volumes"
-				if kind == "VirtualMachine" {
-					path = "spec.template.spec.volumes"
-				}
-				assert.Contains(t, msg, kind+" "+obj.GetName()+": "+path+" defines")
-			})
+	runVerdicts(t, c, cases, func(t *testing.T, kind string, obj *unstructured.Unstructured, _ verdictCase, msg string) {
+		path := "spec.volumes"
+		if kind == "VirtualMachine" {
+			path = "spec.template.spec.volumes"
 		}
-	}
+		assert.Contains(t, msg, kind+" "+obj.GetName()+": "+path+" defines")
+	})
 }
 
 // launcherPodWith is a virt-launcher pod (by its label) with a compute container and a hook sidecar, and

@@ -52,6 +52,41 @@ type verdictCase struct {
 	notInMsg []string
 }
 
+// runVerdicts writes each case as a VirtualMachine and as a VirtualMachineInstance through the admission
+// chain and checks the verdict: admitted, or denied by the case's policy with each wanted phrase and none of
+// the unwanted ones; denied, when set, checks more of a denial's message.
+func runVerdicts(t *testing.T, c *cluster, cases []verdictCase, denied func(t *testing.T, kind string, obj *unstructured.Unstructured, tc verdictCase, msg string)) {
+	t.Helper()
+	for _, kind := range []string{"VirtualMachine", "VirtualMachineInstance"} {
+		for _, tc := range cases {
+			t.Run(kind+"/"+tc.name, func(t *testing.T) {
+				obj := exampleVM(t)
+				if kind == "VirtualMachineInstance" {
+					obj = vmiFrom(t, obj)
+				}
+				for _, m := range tc.mutate {
+					m(t, obj)
+				}
+				got := c.write(t, obj, nil)
+				if tc.policy == "" {
+					assert.NoError(t, got.err)
+					return
+				}
+				msg := deniedBy(t, got, tc.policy)
+				for _, want := range tc.wantMsg {
+					assert.Contains(t, msg, want)
+				}
+				for _, not := range tc.notInMsg {
+					assert.NotContains(t, msg, not)
+				}
+				if denied != nil {
+					denied(t, kind, obj, tc, msg)
+				}
+			})
+		}
+	}
+}
+
 func testValidatingVerdicts(t *testing.T, c *cluster) {
 	eviction := func(v string) mutation {
 		return func(t *testing.T, obj *unstructured.Unstructured) { setField(t, obj, v, "evictionStrategy") }
@@ -148,40 +183,17 @@ func testValidatingVerdicts(t *testing.T, c *cluster) {
 		{name: "pod NIC: a VM without our binding is not our business", mutate: []mutation{noMAC, noNetworkData, passt, binding("")}},
 		{name: "pod NIC: a VM with another binding plugin is not our business", mutate: []mutation{noMAC, noNetworkData, passt, binding("passt")}},
 	}
-	for _, kind := range []string{"VirtualMachine", "VirtualMachineInstance"} {
-		for _, tc := range cases {
-			t.Run(kind+"/"+tc.name, func(t *testing.T) {
-				obj := exampleVM(t)
-				if kind == "VirtualMachineInstance" {
-					obj = vmiFrom(t, obj)
-				}
-				for _, m := range tc.mutate {
-					m(t, obj)
-				}
-				got := c.write(t, obj, nil)
-				if tc.policy == "" {
-					assert.NoError(t, got.err)
-					return
-				}
-				msg := deniedBy(t, got, tc.policy)
-				for _, want := range tc.wantMsg {
-					assert.Contains(t, msg, want)
-				}
-				for _, not := range tc.notInMsg {
-					assert.NotContains(t, msg, not)
-				}
-				if tc.policy == mainPolicy {
-					// The message names the object and the path in it that the user must fix.
-					assert.Contains(t, msg, kind+" "+obj.GetName()+": ")
-					if kind == "VirtualMachine" {
-						assert.Contains(t, msg, "spec.template.spec.")
-					} else {
-						assert.NotContains(t, msg, "spec.template.spec")
-					}
-				}
-			})
+	runVerdicts(t, c, cases, func(t *testing.T, kind string, obj *unstructured.Unstructured, tc verdictCase, msg string) {
+		if tc.policy == mainPolicy {
+			// The message names the object and the path in it that the user must fix.
+			assert.Contains(t, msg, kind+" "+obj.GetName()+": ")
+			if kind == "VirtualMachine" {
+				assert.Contains(t, msg, "spec.template.spec.")
+			} else {
+				assert.NotContains(t, msg, "spec.template.spec")
+			}
 		}
-	}
+	})
 }
 
 // createLegacyVMs creates, before the policies exist, VMs that violate them: what a cluster has when
