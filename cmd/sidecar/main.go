@@ -11,7 +11,7 @@ import (
 
 	// A soft memory limit that keeps peak RSS under the largest legal inputs bounded (see the package).
 	_ "github.com/sriov-udn-binding/sriov-udn-binding/cmd/sidecar/internal/memlimit"
-	// One P, set before gRPC and protobuf initialise (see the package).
+	// One P, set before the linked modules initialise (see the package).
 	_ "github.com/sriov-udn-binding/sriov-udn-binding/cmd/sidecar/internal/oneproc"
 )
 

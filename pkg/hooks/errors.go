@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/hooks/grpcwire"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/pipeline"
 )
 
@@ -16,6 +14,12 @@ type vmiError struct{ err error }
 
 func (e *vmiError) Error() string { return "VMI from virt-launcher: " + e.err.Error() }
 func (e *vmiError) Unwrap() error { return e.err }
+
+// requestError is a request message from virt-launcher that does not decode as its protobuf type.
+type requestError struct{ err error }
+
+func (e *requestError) Error() string { return "request from virt-launcher: " + e.err.Error() }
+func (e *requestError) Unwrap() error { return e.err }
 
 // InvalidVMI marks err as a VMI payload from virt-launcher that does not decode: StatusError maps it to
 // InvalidArgument.
@@ -28,38 +32,39 @@ func StatusError(err error) error { return grpcError(err) }
 // error's own message (the pipeline's, which `render` prints too). Every handler and interceptor
 // returns its failures through it.
 func grpcError(err error) error {
-	return status.Error(codeOf(err), err.Error())
+	return grpcwire.Error(codeOf(err), err.Error())
 }
 
 // codeOf is the one map from error kinds to gRPC codes:
 //   - a pipeline.Error: InvalidArgument for a wrong payload (VMI, domain XML, cloud-init data), else
 //     FailedPrecondition (the payloads are fine, what they and the annotations say cannot be served);
-//   - a VMI that does not decode: InvalidArgument;
+//   - a VMI or a request message that does not decode: InvalidArgument;
 //   - data still missing when the wait ends (downwardapi.MissingError): Canceled when the caller went
 //     away, else DeadlineExceeded (the wait timeout, or the watcher closed under it);
 //   - a context that ended: Canceled or DeadlineExceeded, as status.FromContextError says;
 //   - anything else (a panic, a bug): Internal.
-func codeOf(err error) codes.Code {
+func codeOf(err error) grpcwire.Code {
 	var (
 		pe      *pipeline.Error
 		bad     *vmiError
+		badReq  *requestError
 		missing *downwardapi.MissingError
 	)
 	switch {
 	case errors.As(err, &pe):
 		if pe.Kind == pipeline.InvalidInput {
-			return codes.InvalidArgument
+			return grpcwire.InvalidArgument
 		}
-		return codes.FailedPrecondition
-	case errors.As(err, &bad):
-		return codes.InvalidArgument
+		return grpcwire.FailedPrecondition
+	case errors.As(err, &bad), errors.As(err, &badReq):
+		return grpcwire.InvalidArgument
 	case errors.As(err, &missing):
 		if errors.Is(err, context.Canceled) {
-			return codes.Canceled
+			return grpcwire.Canceled
 		}
-		return codes.DeadlineExceeded
+		return grpcwire.DeadlineExceeded
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return status.FromContextError(err).Code()
+		return grpcwire.CodeOf(err)
 	}
-	return codes.Internal
+	return grpcwire.Internal
 }

@@ -8,36 +8,36 @@ import (
 	"path"
 	"runtime/debug"
 	"time"
-
-	"google.golang.org/grpc"
 )
 
-// recoverInterceptor turns a panic in any handler into a gRPC Internal error: the pod has
-// restartPolicy Never, so a crashed sidecar is never restarted and the VM would fail.
-func recoverInterceptor(logger *slog.Logger) grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+// method is one served gRPC method: it decodes its request message, runs the hook and encodes the answer.
+type method func(ctx context.Context, req []byte) ([]byte, error)
+
+// recoverCall turns a panic in a method into an Internal error: the pod has restartPolicy Never, so a
+// crashed sidecar is never restarted and the VM would fail.
+func recoverCall(logger *slog.Logger, fullMethod string, next method) method {
+	return func(ctx context.Context, req []byte) (resp []byte, err error) {
 		defer func() {
 			if r := recover(); r != nil {
-				logger.Error("panic in hook call", "method", info.FullMethod, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-				resp, err = nil, grpcError(fmt.Errorf("%s: internal error: %v", path.Base(info.FullMethod), r))
+				logger.Error("panic in hook call", "method", fullMethod, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+				resp, err = nil, grpcError(fmt.Errorf("%s: internal error: %v", path.Base(fullMethod), r))
 			}
 		}()
-		return handler(ctx, req)
+		return next(ctx, req)
 	}
 }
 
-// logInterceptor writes one line per call: method, version, duration and outcome. The outcome is
-// what the client got: a call whose context ended (deadline passed, client gone) is reported as
-// such, and returns the context's status even when the handler finished without error, since
-// virt-launcher has stopped waiting for it (issue 15: a handler that ran 9.6 s past a 2 s deadline
-// logged "ok").
-func logInterceptor(logger *slog.Logger) grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+// logCall writes one line per call: method, version, duration and outcome. The outcome is what the
+// client got: a call whose context ended (deadline passed, client gone) is reported as such, and
+// returns the context's status even when the handler finished without error, since virt-launcher has
+// stopped waiting for it (issue 15: a handler that ran 9.6 s past a 2 s deadline logged "ok").
+func logCall(logger *slog.Logger, fullMethod string, next method) method {
+	return func(ctx context.Context, req []byte) ([]byte, error) {
 		start := time.Now()
-		resp, err := handler(ctx, req)
+		resp, err := next(ctx, req)
 		attrs := []any{
-			"hook", path.Base(info.FullMethod),
-			"service", path.Dir(info.FullMethod),
+			"hook", path.Base(fullMethod),
+			"service", path.Dir(fullMethod),
 			"duration", time.Since(start),
 		}
 		outcome := "ok"

@@ -1,14 +1,11 @@
 package hooks
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"path"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/stats"
-	"google.golang.org/grpc/status"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/hooks/grpcwire"
 )
 
 // The sizes a hook call can have (README "Limits", docs/design.md section 9; issue 30). virt-launcher
@@ -45,7 +42,7 @@ const (
 
 // answerTooLarge is the error for an answer virt-launcher could not receive.
 func answerTooLarge(hook, what string, size int) error {
-	return status.Error(codes.ResourceExhausted, fmt.Sprintf("%s: the answer's %s is %d bytes, over the %d bytes virt-launcher "+
+	return grpcwire.Error(grpcwire.ResourceExhausted, fmt.Sprintf("%s: the answer's %s is %d bytes, over the %d bytes virt-launcher "+
 		"receives (gRPC's default client limit, kept by KubeVirt's pkg/util/net/grpc): the VM could not start with it", hook, what, size, MaxAnswerBytes))
 }
 
@@ -62,30 +59,15 @@ func fitAnswer(hook string, data, source []byte) ([]byte, error) {
 	return source, nil
 }
 
-// refusedLogger logs, once per call, a request gRPC refused before any handler ran (larger than
-// MaxRequestBytes): virt-launcher gets gRPC's own status, which names both sizes; the sidecar's log says
+// refusedLogger logs each call the transport answered before any handler ran: larger than
+// MaxRequestBytes (virt-launcher gets a status naming both sizes), or malformed. The sidecar's log says
 // which hook and why.
 type refusedLogger struct {
 	log   *slog.Logger
 	limit int
 }
 
-type methodKey struct{}
-
-func (h refusedLogger) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
-	return context.WithValue(ctx, methodKey{}, info.FullMethodName)
-}
-
-func (h refusedLogger) HandleRPC(ctx context.Context, s stats.RPCStats) {
-	end, ok := s.(*stats.End)
-	if !ok || end.Error == nil || status.Code(end.Error) != codes.ResourceExhausted {
-		return
-	}
-	method, _ := ctx.Value(methodKey{}).(string)
+func (h refusedLogger) refused(method string, st *grpcwire.Status) {
 	h.log.Warn("hook call refused", "hook", path.Base(method), "service", path.Dir(method),
-		"limit", h.limit, "error", boundedError(end.Error))
+		"limit", h.limit, "error", boundedError(st))
 }
-
-func (h refusedLogger) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
-
-func (h refusedLogger) HandleConn(context.Context, stats.ConnStats) {}

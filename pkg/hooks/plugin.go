@@ -9,9 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc"
-
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/hooks/pluginv1alpha1"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/pipeline"
 )
 
@@ -61,8 +58,8 @@ func NewPlugin(cfg PluginConfig) (*Server, error) {
 		Name:        "sriov-udn-binding plugin",
 		Logger:      cfg.Logger,
 		StopTimeout: cfg.StopTimeout,
-	}, func(g *grpc.Server, s *Server) {
-		pluginv1alpha1.RegisterDomainHookServer(g, domainHookServer{mutator: cfg.Mutator, wait: cfg.Wait, log: s.log})
+	}, func(s *Server) map[string]method {
+		return map[string]method{methodMutateDomain: domainHookServer{mutator: cfg.Mutator, wait: cfg.Wait, log: s.log}.MutateDomain}
 	})
 }
 
@@ -78,23 +75,26 @@ type domainHookServer struct {
 // the step replaces our hostdevs by alias, so both paths together leave one per VF. Any other context
 // (MigrationTarget: live-migration-target.go) gets the domain back unchanged at once: the target's VFs are
 // KubeVirt's to re-attach (DESIGN.md 4b).
-func (s domainHookServer) MutateDomain(ctx context.Context, req *pluginv1alpha1.MutateDomainRequest) (*pluginv1alpha1.MutateDomainResponse, error) {
-	invocation := req.GetSidecarContext().GetInvocationContext()
-	if invocation != pluginv1alpha1.InvocationContextBoot {
-		s.log.Debug("domain passed through", "hook", "MutateDomain", "invocationContext", invocation)
-		return &pluginv1alpha1.MutateDomainResponse{Domain: req.GetDomain()}, nil
+func (s domainHookServer) MutateDomain(ctx context.Context, msg []byte) ([]byte, error) {
+	req, err := decodeMutateRequest(msg)
+	if err != nil {
+		return nil, grpcError(&requestError{err})
 	}
-	if t := req.GetDomainType(); t != pluginv1alpha1.DomainTypeLibvirt {
+	if req.invocationContext != InvocationContextBoot {
+		s.log.Debug("domain passed through", "hook", "MutateDomain", "invocationContext", req.invocationContext)
+		return encodeBytesMessage(bytesField{fieldMutateResponseDomain, req.domain}), nil
+	}
+	if req.domainType != DomainTypeLibvirt {
 		return nil, grpcError(&pipeline.Error{Hook: "MutateDomain", Kind: pipeline.InvalidInput,
-			Err: fmt.Errorf("request field domain_type from virt-launcher is %q, want %q", t, pluginv1alpha1.DomainTypeLibvirt)})
+			Err: fmt.Errorf("request field domain_type from virt-launcher is %q, want %q", req.domainType, DomainTypeLibvirt)})
 	}
 	ctx, cancel := context.WithDeadline(ctx, pluginDeadline(ctx, time.Now(), s.wait))
 	defer cancel()
-	out, err := s.mutator.OnDefineDomain(ctx, req.GetVmi(), req.GetDomain())
+	out, err := s.mutator.OnDefineDomain(ctx, req.vmi, req.domain)
 	if err != nil {
 		return nil, err
 	}
-	return &pluginv1alpha1.MutateDomainResponse{Domain: out}, nil
+	return encodeBytesMessage(bytesField{fieldMutateResponseDomain, out}), nil
 }
 
 // pluginDeadline is when a Boot call stops waiting: wait after now, and never later than a margin before

@@ -2,6 +2,7 @@ package hooks
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -13,8 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/hooks/pluginv1alpha1"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // countingMutator appends a marker to the domain and counts its calls; a ctx that ends first wins.
@@ -49,15 +49,42 @@ func startPlugin(t *testing.T, m DomainMutator, wait time.Duration) *grpc.Client
 	return conn
 }
 
-func mutate(ctx context.Context, conn *grpc.ClientConn, domainType, invocation string) (*pluginv1alpha1.MutateDomainResponse, error) {
-	out := new(pluginv1alpha1.MutateDomainResponse)
-	err := conn.Invoke(ctx, pluginv1alpha1.MutateDomainMethod, &pluginv1alpha1.MutateDomainRequest{
-		DomainType:     domainType,
-		Domain:         []byte("<domain/>"),
-		Vmi:            []byte("{}"),
-		SidecarContext: &pluginv1alpha1.SidecarContext{InvocationContext: invocation},
-	}, out)
-	return out, err
+// rawCodec passes message bytes through grpc-go's client unchanged: the root module pins KubeVirt
+// v1.8, which has no Plugin API stubs, so these requests are built with protowire from the field numbers
+// of v1.9.0's pkg/hooks/plugins/v1alpha1/api.proto; test/plugin drives the same server with v1.9.0's own
+// client (ApplyDomainHooks).
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) { return *v.(*[]byte), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	*v.(*[]byte) = append([]byte(nil), data...)
+	return nil
+}
+func (rawCodec) Name() string { return "proto" }
+
+// mutate sends MutateDomainRequest{domain_type, domain "<domain/>", vmi "{}", sidecar_context{invocation}}
+// and returns MutateDomainResponse.domain.
+func mutate(ctx context.Context, conn *grpc.ClientConn, domainType, invocation string) ([]byte, error) {
+	sidecarContext := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), []byte(invocation))
+	var req []byte
+	for num, v := range [][]byte{nil, []byte(domainType), []byte("<domain/>"), []byte("{}"), sidecarContext} {
+		if num > 0 {
+			req = protowire.AppendBytes(protowire.AppendTag(req, protowire.Number(num), protowire.BytesType), v)
+		}
+	}
+	var resp []byte
+	if err := conn.Invoke(ctx, "/kubevirt.hooks.plugins.v1alpha1.DomainHookService/MutateDomain", &req, &resp, grpc.ForceCodec(rawCodec{})); err != nil {
+		return nil, err
+	}
+	num, typ, n := protowire.ConsumeTag(resp)
+	if n < 0 || num != 1 || typ != protowire.BytesType {
+		return nil, fmt.Errorf("MutateDomainResponse %q: want field 1, bytes", resp)
+	}
+	domain, m := protowire.ConsumeBytes(resp[n:])
+	if m < 0 || n+m != len(resp) {
+		return nil, fmt.Errorf("MutateDomainResponse %q: malformed", resp)
+	}
+	return domain, nil
 }
 
 func TestMutateDomain_BootRunsTheDomainStep_OtherContextsEcho(t *testing.T) {
@@ -66,16 +93,16 @@ func TestMutateDomain_BootRunsTheDomainStep_OtherContextsEcho(t *testing.T) {
 		want             string
 		calls            int32
 	}{
-		{"boot", pluginv1alpha1.InvocationContextBoot, "<domain/><!--mutated-->", 1},
-		{"migration target", pluginv1alpha1.InvocationContextMigrationTarget, "<domain/>", 0},
+		{"boot", InvocationContextBoot, "<domain/><!--mutated-->", 1},
+		{"migration target", InvocationContextMigrationTarget, "<domain/>", 0},
 		{"unknown context", "PreBoot", "<domain/>", 0},
 		{"no context", "", "<domain/>", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := &countingMutator{}
-			res, err := mutate(context.Background(), startPlugin(t, m, 0), pluginv1alpha1.DomainTypeLibvirt, tc.invocation)
+			res, err := mutate(context.Background(), startPlugin(t, m, 0), DomainTypeLibvirt, tc.invocation)
 			require.NoError(t, err)
-			assert.Equal(t, tc.want, string(res.GetDomain()))
+			assert.Equal(t, tc.want, string(res))
 			assert.Equal(t, tc.calls, m.calls.Load())
 		})
 	}
@@ -83,7 +110,7 @@ func TestMutateDomain_BootRunsTheDomainStep_OtherContextsEcho(t *testing.T) {
 
 func TestMutateDomain_OtherDomainType_InvalidArgumentNamingTheField(t *testing.T) {
 	m := &countingMutator{}
-	_, err := mutate(context.Background(), startPlugin(t, m, 0), "qemu", pluginv1alpha1.InvocationContextBoot)
+	_, err := mutate(context.Background(), startPlugin(t, m, 0), "qemu", InvocationContextBoot)
 	require.Error(t, err)
 	assert.Equal(t, codes.InvalidArgument, status.Code(err))
 	assert.Contains(t, status.Convert(err).Message(), `domain_type from virt-launcher is "qemu"`)
@@ -96,7 +123,7 @@ func TestMutateDomain_AnswersBeforeTheCallersDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	start := time.Now()
-	_, err := mutate(ctx, conn, pluginv1alpha1.DomainTypeLibvirt, pluginv1alpha1.InvocationContextBoot)
+	_, err := mutate(ctx, conn, DomainTypeLibvirt, InvocationContextBoot)
 	require.Error(t, err)
 	// The server's own deadline fired (the handler's status), not the client's: the client's ctx is alive.
 	require.NoError(t, ctx.Err(), "the answer came after the caller's deadline")

@@ -15,10 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"google.golang.org/grpc"
-	"kubevirt.io/kubevirt/pkg/hooks/info"
-	hooksv1alpha2 "kubevirt.io/kubevirt/pkg/hooks/v1alpha2"
-	hooksv1alpha3 "kubevirt.io/kubevirt/pkg/hooks/v1alpha3"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/hooks/grpcwire"
 )
 
 // maxSocketPath is the usable length of sockaddr_un.sun_path on Linux (108 bytes with the NUL).
@@ -50,8 +47,9 @@ type Server struct {
 	path string
 	log  *slog.Logger
 
-	grpc *grpc.Server
-	ln   *trackingListener
+	rpc     *grpcwire.Server
+	methods map[string]method
+	ln      *trackingListener
 	// sock is the socket file this process created: at exit it removes the path only if that is
 	// still this file (another instance may have replaced it).
 	sock os.FileInfo
@@ -71,17 +69,24 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Name == "" {
 		return nil, errors.New("hooks: empty hook name")
 	}
-	return newServer(cfg, func(g *grpc.Server, s *Server) {
-		info.RegisterInfoServer(g, infoServer{name: cfg.Name})
+	return newServer(cfg, func(s *Server) map[string]method {
+		info := infoServer{name: cfg.Name}
 		v3 := v1alpha3Server{handler: cfg.Handler, shutdown: s.Stop}
-		hooksv1alpha3.RegisterCallbacksServer(g, v3)
-		hooksv1alpha2.RegisterCallbacksServer(g, v1alpha2Server{v3: v3})
+		return map[string]method{
+			methodInfo:              info.Info,
+			methodV3OnDefineDomain:  v3.OnDefineDomain,
+			methodV3PreCloudInitIso: v3.PreCloudInitIso,
+			methodV3Shutdown:        v3.Shutdown,
+			// v1alpha2 carries the same fields for the hooks we serve, and has no Shutdown.
+			methodV2OnDefineDomain:  v3.OnDefineDomain,
+			methodV2PreCloudInitIso: v3.PreCloudInitIso,
+		}
 	})
 }
 
 // newServer checks the socket settings and builds a Server whose services register adds: the socket
 // lifecycle, interceptors and stop are the same for the hook protocol and the Plugin API.
-func newServer(cfg Config, register func(*grpc.Server, *Server)) (*Server, error) {
+func newServer(cfg Config, register func(*Server) map[string]method) (*Server, error) {
 	if err := validateSocketName(cfg.SocketName); err != nil {
 		return nil, err
 	}
@@ -101,15 +106,16 @@ func newServer(cfg Config, register func(*grpc.Server, *Server)) (*Server, error
 	}
 	life, endLife := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, path: path, log: logger, life: life, endLife: endLife, stopCh: make(chan struct{})}
-	s.grpc = grpc.NewServer(
+	limit := cmp.Or(cfg.maxRequestBytes, MaxRequestBytes)
+	s.rpc = grpcwire.NewServer(grpcwire.Config{
+		Handler: s.dispatch,
+		// Sized for the largest legal request (limits.go); a larger one is refused from its length prefix.
+		MaxRecvMsgSize: limit,
 		// A client that connects and stays silent is dropped after this long instead of gRPC's 120 s.
-		grpc.ConnectionTimeout(cfg.StopTimeout),
-		// Sized for the largest legal request (limits.go), decoded without a copy of the whole (codec.go).
-		grpc.MaxRecvMsgSize(cmp.Or(cfg.maxRequestBytes, MaxRequestBytes)),
-		grpc.ForceServerCodecV2(newRequestCodec()),
-		grpc.StatsHandler(refusedLogger{log: logger, limit: cmp.Or(cfg.maxRequestBytes, MaxRequestBytes)}),
-		grpc.ChainUnaryInterceptor(logInterceptor(logger), recoverInterceptor(logger), s.lifeInterceptor))
-	register(s.grpc, s)
+		HandshakeTimeout: cfg.StopTimeout,
+		OnRefused:        refusedLogger{log: logger, limit: limit}.refused,
+	})
+	s.methods = register(s)
 	return s, nil
 }
 
@@ -203,7 +209,7 @@ func (s *Server) Serve() error {
 		return errors.New("hooks: Serve called before Listen")
 	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- s.grpc.Serve(s.ln) }()
+	go func() { serveErr <- s.rpc.Serve(s.ln) }()
 
 	var err error
 	select {
@@ -245,7 +251,7 @@ func (s *Server) gracefulStop() {
 	s.ln.closeSilent()
 	done := make(chan struct{})
 	go func() {
-		s.grpc.GracefulStop()
+		s.rpc.GracefulStop()
 		close(done)
 	}()
 	timer := time.NewTimer(s.cfg.StopTimeout)
@@ -254,9 +260,8 @@ func (s *Server) gracefulStop() {
 	case <-done:
 	case <-timer.C:
 		s.log.Warn("graceful stop timed out, closing connections", "timeout", s.cfg.StopTimeout)
-		// Close the raw connections first: gRPC's Stop waits for handshakes in progress.
 		s.ln.closeAll()
-		s.grpc.Stop()
+		s.rpc.Stop()
 		<-done
 	}
 }
@@ -266,12 +271,24 @@ func (s *Server) Stop() {
 	s.stopOnce.Do(func() { close(s.stopCh) })
 }
 
-// lifeInterceptor cancels a call's context when the server stops, so a handler waiting for
-// DownwardAPI data gives up instead of holding the graceful stop.
-func (s *Server) lifeInterceptor(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(s.life, cancel)
-	defer stop()
-	return handler(ctx, req)
+// dispatch serves one call: the method's decoding, handler and encoding, inside the interceptors (log,
+// recover, life).
+func (s *Server) dispatch(ctx context.Context, fullMethod string, req []byte) ([]byte, error) {
+	m, ok := s.methods[fullMethod]
+	if !ok {
+		return nil, grpcwire.Errorf(grpcwire.Unimplemented, "unknown method %s", fullMethod)
+	}
+	return logCall(s.log, fullMethod, recoverCall(s.log, fullMethod, s.lifeCall(m)))(ctx, req)
+}
+
+// lifeCall cancels a call's context when the server stops, so a handler waiting for DownwardAPI data
+// gives up instead of holding the graceful stop.
+func (s *Server) lifeCall(next method) method {
+	return func(ctx context.Context, req []byte) ([]byte, error) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(s.life, cancel)
+		defer stop()
+		return next(ctx, req)
+	}
 }
