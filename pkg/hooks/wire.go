@@ -89,17 +89,13 @@ func readFields(what string, msg []byte, each func(num protowire.Number, typ pro
 	return nil
 }
 
-// bytesField returns the each function of readFields that stores the bytes fields named in into.
-func bytesFields(what string, into map[protowire.Number]*[]byte) func(protowire.Number, protowire.Type, []byte) error {
+// bytesFields returns the each function of readFields that stores the bytes fields named in into.
+func bytesFields(into map[protowire.Number]*[]byte) func(protowire.Number, protowire.Type, []byte) error {
 	return func(num protowire.Number, typ protowire.Type, value []byte) error {
-		dst, ok := into[num]
-		if !ok {
-			return nil
+		// A known field number with another wire type is an unknown field, as the protobuf runtime reads it.
+		if dst, ok := into[num]; ok && typ == protowire.BytesType {
+			*dst = value
 		}
-		if typ != protowire.BytesType {
-			return fmt.Errorf("%s: field %d has wire type %d, want bytes", what, num, typ)
-		}
-		*dst = value
 		return nil
 	}
 }
@@ -109,7 +105,7 @@ type domainRequest struct{ domainXML, vmi []byte }
 
 func decodeDomainRequest(msg []byte) (domainRequest, error) {
 	var r domainRequest
-	err := readFields("OnDefineDomainParams", msg, bytesFields("OnDefineDomainParams",
+	err := readFields("OnDefineDomainParams", msg, bytesFields(
 		map[protowire.Number]*[]byte{fieldDomainXML: &r.domainXML, fieldDomainVMI: &r.vmi}))
 	return r, err
 }
@@ -125,7 +121,7 @@ type cloudInitRequest struct{ vmi, cloudInitData []byte }
 // CloudInitData is stored compacted (compactEscapes): up to 5/6 smaller.
 func decodeCloudInitRequest(msg []byte) (cloudInitRequest, error) {
 	var vmi, data []byte
-	if err := readFields("PreCloudInitIsoParams", msg, bytesFields("PreCloudInitIsoParams",
+	if err := readFields("PreCloudInitIsoParams", msg, bytesFields(
 		map[protowire.Number]*[]byte{fieldCloudInitVMI: &vmi, fieldCloudInitData: &data})); err != nil {
 		return cloudInitRequest{}, err
 	}
@@ -153,13 +149,13 @@ func decodeMutateRequest(msg []byte) (mutateRequest, error) {
 	const what = "MutateDomainRequest"
 	var r mutateRequest
 	var domainType, sidecarContext []byte
-	if err := readFields(what, msg, bytesFields(what, map[protowire.Number]*[]byte{
+	if err := readFields(what, msg, bytesFields(map[protowire.Number]*[]byte{
 		fieldMutateType: &domainType, fieldMutateDomain: &r.domain, fieldMutateVMI: &r.vmi, fieldMutateContext: &sidecarContext,
 	})); err != nil {
 		return mutateRequest{}, err
 	}
 	var invocation []byte
-	if err := readFields(what+".sidecar_context", sidecarContext, bytesFields(what+".sidecar_context",
+	if err := readFields(what+".sidecar_context", sidecarContext, bytesFields(
 		map[protowire.Number]*[]byte{fieldInvocationContext: &invocation})); err != nil {
 		return mutateRequest{}, err
 	}
