@@ -45,6 +45,8 @@ type conn struct {
 	henc *hpack.Encoder
 	hbuf bytes.Buffer
 	wbuf []byte
+	// prefaceSent: the server's SETTINGS went out, so other frames may follow (RFC 9113 section 3.4).
+	prefaceSent bool
 	// maxFrame is the largest frame payload the client accepts (its SETTINGS_MAX_FRAME_SIZE).
 	maxFrame atomic.Uint32
 
@@ -54,6 +56,7 @@ type conn struct {
 	sendWindow int64 // the connection's send window
 	initWindow int64 // the client's SETTINGS_INITIAL_WINDOW_SIZE: each new stream's send window
 	maxID      uint32
+	active     int // streams holding a MaxConcurrentStreams slot (stream.slot)
 	goingAway  bool
 	goAwayID   uint32
 	closed     bool
@@ -69,7 +72,8 @@ type stream struct {
 	// Reader goroutine only.
 	prefix   [5]byte // the gRPC message prefix: compressed flag, big-endian length
 	prefixN  int
-	msg      []byte
+	size     int    // the message's length, from the prefix
+	msg      []byte // the message so far: grown as it arrives (grow), never past size
 	msgN     int
 	ended    bool    // END_STREAM received: the request is complete
 	answered bool    // the reader answered it already (refused): what else arrives is dropped
@@ -79,6 +83,8 @@ type stream struct {
 	// Under conn.mu.
 	sendWindow int64
 	done       bool // answered completely, or reset
+	slot       bool // holds one of MaxConcurrentStreams: from admission until the handler returns
+	running    bool // its handler has started and not yet returned
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -129,10 +135,7 @@ func (c *conn) handshake() error {
 		settings = binary.BigEndian.AppendUint16(settings, uint16(s[0]))
 		settings = binary.BigEndian.AppendUint32(settings, s[1])
 	}
-	if err := c.writeFrame(frameSettings, 0, 0, settings); err != nil {
-		return err
-	}
-	if err := c.writeWindowUpdate(0, recvWindow-defaultWindow); err != nil {
+	if err := c.writePreface(settings); err != nil {
 		return err
 	}
 	preface := make([]byte, len(clientPreface))
@@ -248,11 +251,16 @@ func (c *conn) onSettings(h frameHeader, p []byte) error {
 			c.mu.Lock()
 			delta := int64(v) - c.initWindow
 			c.initWindow = int64(v)
+			overflow := false
 			for _, st := range c.streams {
 				st.sendWindow += delta
+				overflow = overflow || st.sendWindow > maxWindow
 			}
 			c.cond.Broadcast()
 			c.mu.Unlock()
+			if overflow {
+				return connErrorf(errFlowControl, "SETTINGS_INITIAL_WINDOW_SIZE %d takes a stream's window past 2^31-1", v)
+			}
 		case settingMaxFrameSize:
 			if v < defaultMaxFrameSize || v > maxAllowedFrameSize {
 				return connErrorf(errProtocol, "SETTINGS_MAX_FRAME_SIZE %d", v)
@@ -288,8 +296,12 @@ func (c *conn) onWindowUpdate(h frameHeader, p []byte) error {
 		return nil // a stream already answered or reset
 	}
 	if inc == 0 || st.sendWindow+inc > maxWindow {
+		code := errFlowControl
+		if inc == 0 {
+			code = errProtocol
+		}
 		c.mu.Unlock()
-		c.reset(st, errFlowControl)
+		c.reset(st, code)
 		c.mu.Lock()
 		return nil
 	}
@@ -372,6 +384,11 @@ func (c *conn) endHeaderBlock() error {
 		return connErrorf(errCompression, "header block of stream %d: %v", h.StreamID, err)
 	}
 	if st := c.lookup(h.StreamID); st != nil {
+		if st.ended {
+			// The request already ended: the stream is half-closed (remote) (RFC 9113 section 5.1).
+			c.reset(st, errStreamClosed)
+			return nil
+		}
 		// Trailers: they end the request, and gRPC clients send none of their own.
 		if !h.has(flagEndStream) {
 			return connErrorf(errProtocol, "second HEADERS frame without END_STREAM on stream %d", h.StreamID)
@@ -405,13 +422,14 @@ func (c *conn) endHeaderBlock() error {
 	case c.closed:
 		c.mu.Unlock()
 		return nil
-	case c.goingAway && h.StreamID > c.goAwayID, len(c.streams) >= int(c.srv.cfg.MaxConcurrentStreams):
+	case c.goingAway && h.StreamID > c.goAwayID, c.active >= int(c.srv.cfg.MaxConcurrentStreams):
 		c.mu.Unlock()
 		return c.writeRST(h.StreamID, errRefusedStream)
 	}
-	st := &stream{id: h.StreamID, method: req.path, sendWindow: c.initWindow}
+	st := &stream{id: h.StreamID, method: req.path, sendWindow: c.initWindow, slot: true}
 	c.streams[st.id] = st
 	c.maxID = st.id
+	c.active++
 	c.mu.Unlock()
 
 	var (
@@ -441,6 +459,7 @@ func (c *conn) endHeaderBlock() error {
 	}
 	if st.failure != nil {
 		// Answered now; the client may still be sending the message, which is dropped.
+		st.ended = h.has(flagEndStream)
 		return c.refuse(st, st.failure)
 	}
 	if h.has(flagEndStream) {
@@ -557,14 +576,18 @@ func (c *conn) readMessage(st *stream, n int) error {
 				st.failure = &Status{Code: ResourceExhausted, Message: fmt.Sprintf(
 					"grpc: received message larger than max (%d vs. %d)", size, c.srv.cfg.MaxRecvMsgSize)}
 			default:
-				st.msg = make([]byte, size)
+				st.size = int(size)
+				st.msg = make([]byte, min(st.size, firstMsgBuffer))
 				continue
 			}
 			if err := c.discard(n); err != nil {
 				return err
 			}
 			return c.refuse(st, st.failure)
-		case st.msgN < len(st.msg):
+		case st.msgN < st.size:
+			if st.msgN == len(st.msg) {
+				st.grow()
+			}
 			k := min(len(st.msg)-st.msgN, n)
 			if _, err := io.ReadFull(c.br, st.msg[st.msgN:st.msgN+k]); err != nil {
 				return err
@@ -594,17 +617,33 @@ func (c *conn) endRequest(st *stream) error {
 	if st.answered {
 		return nil
 	}
-	if st.failure == nil && (st.prefixN < len(st.prefix) || st.msgN < len(st.msg)) {
+	if st.failure == nil && (st.prefixN < len(st.prefix) || st.msgN < st.size) {
 		st.failure = &Status{Code: Internal, Message: fmt.Sprintf(
-			"grpcwire: the request ended after %d of its message's %d bytes", st.prefixN+st.msgN, len(st.prefix)+len(st.msg))}
+			"grpcwire: the request ended after %d of its message's %d bytes", st.prefixN+st.msgN, len(st.prefix)+st.size)}
 	}
 	if st.failure != nil {
 		return c.refuse(st, st.failure)
 	}
-	msg := st.msg
+	msg := st.msg[:st.size:st.size]
 	st.msg = nil
+	c.mu.Lock()
+	st.running = true
+	c.mu.Unlock()
 	go c.run(st, msg)
 	return nil
+}
+
+// grow gives the message the room for more of it: twice as much, and the whole announced size once an
+// eighth of it has arrived. A client pins at most eight times what it sent (a length prefix alone pins
+// 64 KiB), and the largest message costs 1.25 times its size at the last step instead of twice.
+func (st *stream) grow() {
+	next := 2 * len(st.msg)
+	if 8*len(st.msg) >= st.size {
+		next = st.size
+	}
+	msg := make([]byte, min(next, st.size))
+	copy(msg, st.msg[:st.msgN])
+	st.msg = msg
 }
 
 // refuse answers st with a status from the reader, before any handler ran, and stops the client's upload.
@@ -614,7 +653,7 @@ func (c *conn) refuse(st *stream, s *Status) error {
 	if f := c.srv.cfg.OnRefused; f != nil {
 		f(st.method, s)
 	}
-	err := c.writeTrailersOnly(st.id, s)
+	err := c.writeHeaderBlock(st.id, true, trailersOnly(s)...)
 	if err == nil && !st.ended {
 		// The answer is complete; the rest of the request is not wanted (RFC 9113 section 8.1).
 		err = c.writeRST(st.id, errNo)
@@ -623,24 +662,44 @@ func (c *conn) refuse(st *stream, s *Status) error {
 	return err
 }
 
-// run calls the handler and writes its answer.
+// run calls the handler and writes its answer. The stream's slot is given back before the frame that
+// ends the stream: a grpc-go client frees its own slot when it reads that frame, and sends a queued call
+// at once, which must not find the slot still taken.
 func (c *conn) run(st *stream, msg []byte) {
 	defer c.finish(st)
 	resp, err := c.call(st, msg)
 	if err != nil {
-		_ = c.writeTrailersOnly(st.id, FromError(err))
+		c.handlerDone(st)
+		_ = c.writeHeaders(st, true, trailersOnly(FromError(err))...)
 		return
 	}
-	if err := c.writeHeaders(st, false, hpack.HeaderField{Name: ":status", Value: "200"},
-		hpack.HeaderField{Name: "content-type", Value: "application/grpc"}); err != nil {
-		return
+	err = c.writeHeaders(st, false, hpack.HeaderField{Name: ":status", Value: "200"},
+		hpack.HeaderField{Name: "content-type", Value: "application/grpc"})
+	if err == nil {
+		var prefix [5]byte
+		binary.BigEndian.PutUint32(prefix[1:], uint32(len(resp)))
+		err = c.writeData(st, prefix[:], resp)
 	}
-	var prefix [5]byte
-	binary.BigEndian.PutUint32(prefix[1:], uint32(len(resp)))
-	if err := c.writeData(st, prefix[:], resp); err != nil {
-		return
+	c.handlerDone(st)
+	if err == nil {
+		_ = c.writeHeaders(st, true, hpack.HeaderField{Name: "grpc-status", Value: "0"})
 	}
-	_ = c.writeHeaders(st, true, hpack.HeaderField{Name: "grpc-status", Value: "0"})
+}
+
+// handlerDone gives back st's slot once its handler has returned.
+func (c *conn) handlerDone(st *stream) {
+	c.mu.Lock()
+	st.running = false
+	c.releaseSlot(st)
+	c.mu.Unlock()
+}
+
+// releaseSlot gives back st's MaxConcurrentStreams slot; c.mu is held.
+func (c *conn) releaseSlot(st *stream) {
+	if st.slot {
+		st.slot = false
+		c.active--
+	}
 }
 
 // call runs the handler; a panic that escapes it becomes an Internal status.
@@ -664,6 +723,9 @@ func (c *conn) finish(st *stream) {
 	st.done = true
 	if c.streams[st.id] == st {
 		delete(c.streams, st.id)
+	}
+	if !st.running {
+		c.releaseSlot(st) // a reset stream's handler keeps the slot until it returns (handlerDone)
 	}
 	last := c.goingAway && len(c.streams) == 0
 	c.cond.Broadcast()
@@ -757,8 +819,8 @@ func (c *conn) writeData(st *stream, parts ...[]byte) error {
 	return nil
 }
 
-// writeTrailersOnly answers a stream with its status alone (gRPC's Trailers-Only response).
-func (c *conn) writeTrailersOnly(id uint32, s *Status) error {
+// trailersOnly is gRPC's Trailers-Only response: the status alone.
+func trailersOnly(s *Status) []hpack.HeaderField {
 	fields := []hpack.HeaderField{
 		{Name: ":status", Value: "200"},
 		{Name: "content-type", Value: "application/grpc"},
@@ -767,7 +829,7 @@ func (c *conn) writeTrailersOnly(id uint32, s *Status) error {
 	if s.Message != "" {
 		fields = append(fields, hpack.HeaderField{Name: "grpc-message", Value: encodeMessage(s.Message)})
 	}
-	return c.writeHeaderBlock(id, true, fields...)
+	return fields
 }
 
 // writeHeaders writes a header block on st unless it was reset.
@@ -822,10 +884,34 @@ func (c *conn) writeWindowUpdate(id, inc uint32) error {
 	return c.writeFrame(frameWindowUpdate, 0, id, binary.BigEndian.AppendUint32(nil, inc))
 }
 
+// writeGoAway sends GOAWAY, unless the server's SETTINGS have not gone out yet: nothing may precede them,
+// and a connection without them has no stream to tell about.
 func (c *conn) writeGoAway(lastID uint32, code errCode, reason string) {
 	p := binary.BigEndian.AppendUint32(nil, lastID)
 	p = binary.BigEndian.AppendUint32(p, uint32(code))
-	_ = c.writeFrame(frameGoAway, 0, 0, p, []byte(reason))
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if !c.prefaceSent {
+		return
+	}
+	if c.writeLocked(frameGoAway, 0, 0, p, []byte(reason)) == nil {
+		_ = c.flushLocked()
+	}
+}
+
+// writePreface sends the server's SETTINGS and a connection WINDOW_UPDATE that raises the client's
+// send window to recvWindow.
+func (c *conn) writePreface(settings []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := c.writeLocked(frameSettings, 0, 0, settings); err != nil {
+		return err
+	}
+	if err := c.writeLocked(frameWindowUpdate, 0, 0, binary.BigEndian.AppendUint32(nil, recvWindow-defaultWindow)); err != nil {
+		return err
+	}
+	c.prefaceSent = true
+	return c.flushLocked()
 }
 
 // writeFrame writes one frame and flushes it.
@@ -842,6 +928,9 @@ func (c *conn) writeLocked(t frameType, flags uint8, id uint32, payload ...[]byt
 	n := 0
 	for _, p := range payload {
 		n += len(p)
+	}
+	if err := c.nc.SetWriteDeadline(time.Now().Add(writeTimeout)); err != nil {
+		return c.writeFailed(err)
 	}
 	c.wbuf = appendFrameHeader(c.wbuf[:0], frameHeader{Length: uint32(n), Type: t, Flags: flags, StreamID: id})
 	if _, err := c.bw.Write(c.wbuf); err != nil {

@@ -21,8 +21,9 @@ const (
 	DefaultMaxRecvMsgSize = 4 << 20
 	// DefaultHandshakeTimeout is gRPC's default connection timeout.
 	DefaultHandshakeTimeout = 120 * time.Second
-	// DefaultMaxConcurrentStreams bounds the calls in flight on one connection.
-	DefaultMaxConcurrentStreams = 16
+	// DefaultMaxConcurrentStreams bounds the calls in flight on one connection: 100, what grpc-go's client
+	// assumes until the server's SETTINGS arrive, so that a burst on a new connection is never refused.
+	DefaultMaxConcurrentStreams = 100
 )
 
 // Receive-side sizes: what this server announces and accepts.
@@ -30,6 +31,11 @@ const (
 	// recvWindow is the flow-control window announced for each stream and for the connection: a 4 MiB
 	// request crosses in a few round trips, and the window is topped up as soon as a quarter is used.
 	recvWindow = 1 << 20
+	// writeTimeout bounds one frame's write: a client that stops reading loses its connection instead of
+	// holding the connection's writers, and with them a graceful stop.
+	writeTimeout = 30 * time.Second
+	// firstMsgBuffer is the buffer a request message starts in; it grows as the message arrives (grow).
+	firstMsgBuffer = 64 << 10
 	// maxHeaderBlock bounds one request's compressed header block (HEADERS plus CONTINUATION frames),
 	// maxHeaderList its decoded fields (RFC 9113 section 6.5.2's accounting: name + value + 32 each).
 	// grpc-go's client sends a few hundred bytes.
@@ -47,7 +53,8 @@ type Config struct {
 	// first SETTINGS; 0 means DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
 	// MaxConcurrentStreams bounds the calls in flight on one connection (announced in SETTINGS; more
-	// are refused with REFUSED_STREAM); 0 means DefaultMaxConcurrentStreams.
+	// are refused with REFUSED_STREAM). A call holds its place until its handler returns, even when the
+	// client resets it. 0 means DefaultMaxConcurrentStreams.
 	MaxConcurrentStreams uint32
 	// OnRefused, if set, is told of each call answered before its handler ran: a message over
 	// MaxRecvMsgSize, a malformed request. It runs on the connection's reader: it must not block.
