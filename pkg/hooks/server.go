@@ -49,7 +49,7 @@ type Server struct {
 
 	rpc     *grpcwire.Server
 	methods map[string]method
-	ln      *trackingListener
+	ln      net.Listener
 	// sock is the socket file this process created: at exit it removes the path only if that is
 	// still this file (another instance may have replaced it).
 	sock os.FileInfo
@@ -165,7 +165,7 @@ func (s *Server) Listen() error {
 		return fmt.Errorf("hooks: chmod socket %q: %w", s.path, err)
 	}
 	s.sock = sock
-	s.ln = newTrackingListener(ln)
+	s.ln = ln
 	s.log.Info("listening", "socket", s.path)
 	return nil
 }
@@ -248,7 +248,6 @@ func (s *Server) removeOwnSocket() error {
 }
 
 func (s *Server) gracefulStop() {
-	s.ln.closeSilent()
 	done := make(chan struct{})
 	go func() {
 		s.rpc.GracefulStop()
@@ -260,7 +259,6 @@ func (s *Server) gracefulStop() {
 	case <-done:
 	case <-timer.C:
 		s.log.Warn("graceful stop timed out, closing connections", "timeout", s.cfg.StopTimeout)
-		s.ln.closeAll()
 		s.rpc.Stop()
 		<-done
 	}

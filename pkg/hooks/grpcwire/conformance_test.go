@@ -246,13 +246,8 @@ func TestConn_AnnouncedMessage_NotAllocatedBeforeItArrives(t *testing.T) {
 // here by starting serve after GracefulStop.
 func TestConn_GracefulStopBeforeThePreface_NoGoAwayFirst(t *testing.T) {
 	srv := NewServer(Config{Handler: echo})
-	server, client := net.Pipe()
+	c, client := pipeConn(srv)
 	defer client.Close()
-	c := newConn(srv, server)
-	srv.mu.Lock()
-	srv.conns[c] = struct{}{}
-	srv.connsWG.Add(1)
-	srv.mu.Unlock()
 	stopped := make(chan struct{})
 	go func() {
 		srv.GracefulStop()

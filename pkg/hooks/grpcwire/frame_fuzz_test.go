@@ -63,6 +63,18 @@ func fuzzSeeds() [][]byte {
 	}
 }
 
+// pipeConn registers a connection over net.Pipe with srv, as Serve does for an accepted one, without
+// starting it; the caller runs c.serve and talks through the client end.
+func pipeConn(srv *Server) (c *conn, client net.Conn) {
+	server, client := net.Pipe()
+	c = newConn(srv, server)
+	srv.mu.Lock()
+	srv.conns[c] = struct{}{}
+	srv.connsWG.Add(1)
+	srv.mu.Unlock()
+	return c, client
+}
+
 // The reader never panics and always ends, whatever frames follow a valid handshake; the handler runs
 // only for requests that arrived whole.
 func FuzzConnFrames(f *testing.F) {
@@ -75,12 +87,7 @@ func FuzzConnFrames(f *testing.F) {
 			Handler: func(_ context.Context, _ string, req []byte) ([]byte, error) {
 				return req, nil
 			}})
-		server, client := net.Pipe()
-		c := newConn(srv, server)
-		srv.mu.Lock()
-		srv.conns[c] = struct{}{}
-		srv.connsWG.Add(1)
-		srv.mu.Unlock()
+		c, client := pipeConn(srv)
 		done := make(chan struct{})
 		go func() {
 			c.serve()
