@@ -215,7 +215,7 @@ func TestServer_ManyConcurrentCallsOnOneConnection(t *testing.T) {
 		mu.Lock()
 		now--
 		mu.Unlock()
-		return echo(nil, m, req)
+		return echo(context.Background(), m, req)
 	}})
 	const calls = 40
 	errs := make(chan error, calls)
