@@ -135,7 +135,7 @@ func TestCallbacks_BothVersionsPassThroughUnchanged(t *testing.T) {
 			gotData, gotLegacy, err := c.preCloudInitIso(ctx, []byte("{}"), data, legacy)
 			require.NoError(t, err)
 			assert.Equal(t, data, gotData)
-			// The request's legacy copy is skipped by the server's codec (codec.go): virt-launcher reads an
+			// The request's legacy copy is skipped by the request decoder (wire.go): virt-launcher reads an
 			// answer's echo only when CloudInitData has no UserData (manager.go preCloudInitIsoValidateResult).
 			assert.Empty(t, gotLegacy)
 		})

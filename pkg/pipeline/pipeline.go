@@ -288,7 +288,7 @@ func (c *Call) cloudInit(snap *downwardapi.Snapshot, cloudInitData, noCloudSourc
 		if in, err := cloudinit.DecodeInput(cloudInitData); err == nil {
 			res.NetworkData = []byte(in.UserNetworkData())
 			// The echo is built from CloudInitData even when nothing changed: the hook server does not keep
-			// the request's copy of it (pkg/hooks codec.go).
+			// the request's copy of it (pkg/hooks wire.go).
 			if data, source, err := in.PassThrough(); err == nil {
 				res.Data, res.NoCloudSource = data, source
 			}
