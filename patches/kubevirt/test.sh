@@ -54,6 +54,19 @@ prepare_modfile() {
 
 n_patches() { ls "$here/$v"/*.patch | wc -l; }
 
+# ensure_qemu_user: KubeVirt's cache writer chowns what it writes to the user "qemu"
+# (pkg/ephemeral-disk-utils/utils.go DefaultOwnershipManager), which KubeVirt's own test images have; a fresh
+# machine has none, and patch 0002's specs write virt-handler's own cache entry ("failed to look up user qemu"
+# on a fresh CI machine, 2026-12-01). Created as test/guest creates it: a system user, uid 107 when free.
+ensure_qemu_user() {
+  getent passwd qemu >/dev/null && return 0
+  local uid=()
+  getent passwd 107 >/dev/null || uid=(--uid 107)
+  PATH=$PATH:/usr/sbin:/sbin useradd --system --no-create-home --user-group --shell /usr/sbin/nologin "${uid[@]}" qemu ||
+    { echo "KubeVirt's tests need a user qemu, and useradd failed (run as root, as .ci/run does)"; return 1; }
+  echo "== created system user qemu (KubeVirt's cache writer chowns to it)"
+}
+
 step_apply() {
   echo "== KubeVirt $v: apply patches/kubevirt/$v"
   local src
@@ -138,6 +151,7 @@ echo "== build the sidecar (for the differential test)"
 (cd "$repo" && CGO_ENABLED=0 go build -o "$work/sriov-udn-binding" ./cmd/sidecar)
 export SRIOV_UDN_SIDECAR="$work/sriov-udn-binding"
 
+ensure_qemu_user
 for v in "${versions[@]}"; do
   tree="$work/kubevirt-$v"
   release_start=$SECONDS

@@ -259,7 +259,7 @@ func TestWriteTable_ShowsEveryFigureAndRatio(t *testing.T) {
 	require.NoError(t, r.WriteTable(&out))
 	for _, want := range []string{
 		"binary size", "10.0 MiB", "20.0 MiB", "start to socket ready (median of 20)", "9.00 ms",
-		"idle RSS after start", "12.0 MiB", "of which anon (private) / file (binary)", "1.0 / 11.0 MiB", "idle RSS after 1000 hook calls", "CPU ticks over 10 s idle",
+		"idle RSS after start", "12.0 MiB", "<= 0.5x peer", "<= 0.6x peer", "of which anon (private) / file (binary)", "1.0 / 11.0 MiB", "idle RSS after 1000 hook calls", "CPU ticks over 10 s idle",
 		"hook Info+OnDefineDomain p50/p99 (n=1000)", "1.00 / 4.00 ms", "2.00 / 4.00 ms", "0.50 / 1.00",
 		"hook Info+PreCloudInitIso p50/p99 (n=1000) (pass-through)", "0.50 / 1.50 ms", "0.40 / 3.00 ms", "1.25 / 0.50",
 		"rounds without GC in the bench (n=970/980)", "0.50 / 1.20 ms", "0.40 / 2.40 ms",
