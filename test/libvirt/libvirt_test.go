@@ -59,6 +59,11 @@ func setup(t *testing.T) *env {
 	version, err := d.Version(ctx)
 	require.NoErrorf(t, err, "libvirtd log:\n%s", d.LogTail())
 	t.Logf("libvirt: %s", strings.Join(strings.Fields(version), " "))
+	virtType, err := d.VirtType(ctx)
+	require.NoErrorf(t, err, "libvirtd log:\n%s", d.LogTail())
+	if virtType != "kvm" {
+		t.Logf("this host's libvirt offers no kvm domain for x86_64 (no usable /dev/kvm): domains of type kvm are defined as type %s, all else unchanged", virtType)
+	}
 	return &env{root: root, daemon: d}
 }
 

@@ -32,6 +32,8 @@ type Daemon struct {
 	log   string
 	// mu serialises define/undefine: the domain name of one definition must not meet another's.
 	mu sync.Mutex
+	// virtType is what VirtType found ("" until asked).
+	virtType string
 }
 
 // Start starts libvirtd in root with stateDir (an empty host directory) as its /run. The daemon gets its
@@ -94,18 +96,88 @@ func (d *Daemon) Version(ctx context.Context) (string, error) {
 	return d.virsh(ctx, nil, "version", "--daemon")
 }
 
+// VirtType is the domain type this daemon's qemu offers for x86_64 guests, as `virsh capabilities`
+// lists it: "kvm" where the host has a usable /dev/kvm, else "qemu" (TCG). Asked once per daemon.
+func (d *Daemon) VirtType(ctx context.Context) (string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.virtTypeLocked(ctx)
+}
+
+func (d *Daemon) virtTypeLocked(ctx context.Context) (string, error) {
+	if d.virtType != "" {
+		return d.virtType, nil
+	}
+	out, err := d.virsh(ctx, nil, "capabilities")
+	if err != nil {
+		return "", err
+	}
+	t, err := virtTypeOf([]byte(out))
+	if err != nil {
+		return "", err
+	}
+	d.virtType = t
+	return t, nil
+}
+
+// virtTypeOf picks the domain type for x86_64 guests from `virsh capabilities` output: "kvm" when listed,
+// else "qemu"; an error when the capabilities list no x86_64 guest at all.
+func virtTypeOf(capabilitiesXML []byte) (string, error) {
+	var caps struct {
+		Guests []struct {
+			Arch struct {
+				Name    string `xml:"name,attr"`
+				Domains []struct {
+					Type string `xml:"type,attr"`
+				} `xml:"domain"`
+			} `xml:"arch"`
+		} `xml:"guest"`
+	}
+	if err := xml.Unmarshal(capabilitiesXML, &caps); err != nil {
+		return "", fmt.Errorf("virsh capabilities: %w", err)
+	}
+	found := ""
+	for _, g := range caps.Guests {
+		if g.Arch.Name != "x86_64" {
+			continue
+		}
+		for _, dom := range g.Arch.Domains {
+			switch {
+			case dom.Type == "kvm":
+				return "kvm", nil
+			case dom.Type == "qemu":
+				found = "qemu"
+			}
+		}
+	}
+	if found == "" {
+		return "", errors.New("virsh capabilities: no x86_64 guest with domain type kvm or qemu")
+	}
+	return found, nil
+}
+
 // Define runs `virsh define --validate` on domainXML (the qemu driver's parse, post-parse and validation,
-// and the RNG schema when validate is set), then undefines it. It never starts the domain. The error
-// carries virsh's own words.
+// and the RNG schema when validate is set), then undefines it. It never starts the domain. A domain of
+// type "kvm" is defined as this daemon's VirtType when the host offers no kvm (WithVirtType says why);
+// nothing else in it changes. The error carries virsh's own words.
 func (d *Daemon) Define(ctx context.Context, domainXML []byte, validate bool) error {
 	var named struct {
-		Name string `xml:"name"`
+		XMLName xml.Name
+		Type    string `xml:"type,attr"`
+		Name    string `xml:"name"`
 	}
 	if err := xml.Unmarshal(domainXML, &named); err != nil {
 		return fmt.Errorf("domain XML: %w", err)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if named.Type == "kvm" {
+		virtType, err := d.virtTypeLocked(ctx)
+		if err != nil {
+			return err
+		}
+		domainXML = WithVirtType(domainXML, virtType)
+	}
 	in := filepath.Join(d.state, "run", "define.xml")
 	if err := os.WriteFile(in, domainXML, 0o644); err != nil {
 		return err

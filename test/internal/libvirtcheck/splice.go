@@ -104,7 +104,25 @@ var (
 	// What KubeVirt's api.DomainSpec marshals to when a fixture leaves memory and os unset.
 	emptyMemoryRe = regexp.MustCompile(`<memory unit="">0</memory>`)
 	emptyOSRe     = regexp.MustCompile(`(?s)<os>\s*<type></type>\s*</os>`)
+	// The root element's start tag up to its type attribute's value (KubeVirt writes type="kvm").
+	domainTypeRe = regexp.MustCompile(`^(\s*(?:<\?xml[^>]*\?>\s*)?<domain\b[^>]*?\btype=)(["'])([^"']*)(["'])`)
 )
+
+// WithVirtType returns domainXML with the root <domain>'s type attribute set to virtType. A libvirt on a
+// host without a usable /dev/kvm offers no "kvm" domain for its emulator and refuses every KubeVirt domain
+// in validation ("Emulator ... does not support virt type 'kvm'") after it has parsed all of it; type
+// "qemu" (TCG) runs the same parse and device validation. A domain without a type attribute on its root is
+// returned unchanged.
+func WithVirtType(domainXML []byte, virtType string) []byte {
+	m := domainTypeRe.FindSubmatchIndex(domainXML)
+	if m == nil {
+		return domainXML
+	}
+	out := make([]byte, 0, len(domainXML)+len(virtType))
+	out = append(out, domainXML[:m[6]]...)
+	out = append(out, virtType...)
+	return append(out, domainXML[m[7]:]...)
+}
 
 // Emulator is qemu in the trixie tools root.
 const Emulator = "/usr/bin/qemu-system-x86_64"

@@ -77,3 +77,20 @@ func texts(b [][]byte) []string {
 	}
 	return out
 }
+
+func TestWithVirtType_RootTypeOnly(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{"KubeVirt's root with a namespace", `<domain type="kvm" xmlns:qemu="http://libvirt.org/schemas/domain/qemu/1.0"><name>d</name><devices><interface type="ethernet"/></devices></domain>`,
+			`<domain type="qemu" xmlns:qemu="http://libvirt.org/schemas/domain/qemu/1.0"><name>d</name><devices><interface type="ethernet"/></devices></domain>`},
+		{"single quotes after an XML declaration", "<?xml version='1.0'?>\n<domain type='kvm'>\n  <name>schema-check</name></domain>",
+			"<?xml version='1.0'?>\n<domain type='qemu'>\n  <name>schema-check</name></domain>"},
+		{"type after another attribute", `<domain id="3" type="kvm"><name>d</name></domain>`, `<domain id="3" type="qemu"><name>d</name></domain>`},
+		{"no type on the root: a device's type stays", `<domain><devices><hostdev type="pci"/></devices></domain>`,
+			`<domain><devices><hostdev type="pci"/></devices></domain>`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, string(WithVirtType([]byte(tc.in), "qemu")))
+		})
+	}
+}
