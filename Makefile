@@ -157,8 +157,16 @@ test-manifests: ## manifests decode strictly and kustomize builds, per KubeVirt 
 	  echo "== KubeVirt $$v: test/manifests: passed"; \
 	done
 
+# The kube-apiserver test-controlplane runs: built once from test/controlplane/go.mod (its `tool`), whatever
+# KubeVirt version the tests link, so Kubernetes' server is compiled once, not once per version.
+KUBE_APISERVER ?= $(CURDIR)/bin/kube-apiserver
+
 test-controlplane: ## manifests/ on a real kube-apiserver + etcd: kubectl apply -k, policy verdicts, the launcher pod KubeVirt renders, per KubeVirt version
-	@set -euo pipefail; cd test/controlplane; failed=""; for v in $(KUBEVIRT_VERSIONS); do \
+	@set -euo pipefail; cd test/controlplane; \
+	  start=$$(date +%s); go build -o $(KUBE_APISERVER) k8s.io/kubernetes/cmd/kube-apiserver; \
+	  echo "== kube-apiserver $$(go list -m -f '{{.Version}}' k8s.io/kubernetes) built once for every KubeVirt version in $$(( $$(date +%s) - start )) s: $(KUBE_APISERVER)"; \
+	  export SRIOV_UDN_KUBE_APISERVER=$(KUBE_APISERVER); \
+	  failed=""; for v in $(KUBEVIRT_VERSIONS); do \
 	  mf=$$(MODULE=test/controlplane ../../.ci/kubevirt-modfiles flag $$v); \
 	  echo "== KubeVirt $$v ($${mf:-go.mod}): test/controlplane"; \
 	  export KUBEVIRT_VERSION=$$v; \

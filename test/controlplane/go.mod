@@ -48,10 +48,12 @@ replace (
 	kubevirt.io/client-go => kubevirt.io/client-go v1.8.4
 )
 
+// kube-apiserver runs as a child process (server_test.go); `make test-controlplane` builds it once.
+tool k8s.io/kubernetes/cmd/kube-apiserver
+
 require (
 	github.com/google/uuid v1.6.0
 	github.com/spf13/cobra v1.9.1
-	github.com/spf13/pflag v1.0.10
 	github.com/stretchr/testify v1.11.1
 	k8s.io/api v0.34.3
 	k8s.io/apiextensions-apiserver v0.34.3
@@ -59,9 +61,7 @@ require (
 	k8s.io/apiserver v0.34.3
 	k8s.io/cli-runtime v0.34.2
 	k8s.io/client-go v12.0.0+incompatible
-	k8s.io/klog/v2 v2.130.1
 	k8s.io/kubectl v0.0.0
-	k8s.io/kubernetes v1.34.2
 	kubevirt.io/api v1.8.4
 	kubevirt.io/client-go v1.8.4
 	kubevirt.io/kubevirt v1.8.4
@@ -101,6 +101,7 @@ require (
 	github.com/go-logfmt/logfmt v0.6.0 // indirect
 	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
+	github.com/go-logr/zapr v1.3.0 // indirect
 	github.com/go-openapi/jsonpointer v0.22.4 // indirect
 	github.com/go-openapi/jsonreference v0.21.4 // indirect
 	github.com/go-openapi/swag v0.25.4 // indirect
@@ -167,6 +168,7 @@ require (
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
 	github.com/sirupsen/logrus v1.9.3 // indirect
 	github.com/soheilhy/cmux v0.1.5 // indirect
+	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/stoewer/go-strcase v1.3.0 // indirect
 	github.com/tmc/grpc-websocket-proxy v0.0.0-20220101234140-673ab2c3ae75 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
@@ -222,10 +224,12 @@ require (
 	k8s.io/dynamic-resource-allocation v0.0.0 // indirect
 	k8s.io/endpointslice v0.0.0 // indirect
 	k8s.io/externaljwt v0.0.0 // indirect
+	k8s.io/klog/v2 v2.130.1 // indirect
 	k8s.io/kms v0.34.2 // indirect
 	k8s.io/kube-aggregator v0.28.2 // indirect
 	k8s.io/kube-openapi v0.31.0 // indirect
 	k8s.io/kubelet v0.34.2 // indirect
+	k8s.io/kubernetes v1.34.2 // indirect
 	k8s.io/mount-utils v0.0.0 // indirect
 	k8s.io/pod-security-admission v0.0.0 // indirect
 	k8s.io/utils v0.0.0-20251002143259-bc988d571ff4 // indirect

@@ -5,18 +5,18 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"fmt"
-	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -24,10 +24,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
-	"k8s.io/klog/v2"
-	"k8s.io/kubernetes/cmd/kube-apiserver/app"
-	"k8s.io/kubernetes/cmd/kube-apiserver/app/options"
 )
 
 // Paths relative to this package's directory (go test runs in it).
@@ -65,19 +63,36 @@ func readmeServerFlags(t *testing.T) []string {
 	return out
 }
 
+// kubeAPIServerEnv names a kube-apiserver binary built from this module's k8s.io/kubernetes (the `tool` in
+// go.mod); `make test-controlplane` builds it once for every KubeVirt version, since the server is the same
+// whichever KubeVirt the tests link. Unset, the suite builds it itself.
+const kubeAPIServerEnv = "SRIOV_UDN_KUBE_APISERVER"
+
+// kubeAPIServerBinary returns the kube-apiserver to run: $SRIOV_UDN_KUBE_APISERVER, or one built now from
+// this module's pins (go.mod, whichever -modfile the tests run with: the server does not depend on KubeVirt).
+func kubeAPIServerBinary(t *testing.T) string {
+	t.Helper()
+	if bin := os.Getenv(kubeAPIServerEnv); bin != "" {
+		_, err := os.Stat(bin)
+		require.NoErrorf(t, err, "%s", kubeAPIServerEnv)
+		return bin
+	}
+	bin := filepath.Join(t.TempDir(), "kube-apiserver")
+	start := time.Now()
+	out, err := exec.Command("go", "build", "-o", bin, "k8s.io/kubernetes/cmd/kube-apiserver").CombinedOutput()
+	require.NoErrorf(t, err, "go build k8s.io/kubernetes/cmd/kube-apiserver (set %s to skip):\n%s", kubeAPIServerEnv, out)
+	t.Logf("built kube-apiserver in %v (%s unset)", time.Since(start).Round(time.Second), kubeAPIServerEnv)
+	return bin
+}
+
 // startControlPlane starts etcd (embedded go.etcd.io/etcd/server/v3, through k8s.io/apiserver's test
-// helper) and kube-apiserver v1.34.2 in this process, the way cmd/kube-apiserver runs it (options parsed
-// from flags, completed, validated, app.Run), with the given feature flags on top of what any cluster
-// needs (etcd, serving, a service-account key, an admin token). Both stop at the end of t.
-//
-// Not k8s.io/kubernetes' StartTestServer: its ktesting import registers klog's -v on the global flag set,
-// which kubevirt.io/client-go/log registers too (init panics, "flag redefined: v").
+// helper) in this process and kube-apiserver v1.34.2 (cmd/kube-apiserver, kubeAPIServerBinary) as a child
+// process, with the given feature flags on top of what any cluster needs (etcd, serving, a service-account
+// key, an admin token). Both stop at the end of t. The server's own log (every request at info level) goes
+// to a file whose tail a failure shows.
 func startControlPlane(t *testing.T, featureFlags []string) *cluster {
 	t.Helper()
-	// kube-apiserver logs every request and controller step at info level; keep its warnings and errors
-	// (klog copies those to stderr at its default -stderrthreshold).
-	klog.LogToStderr(false)
-	klog.SetOutput(io.Discard)
+	bin := kubeAPIServerBinary(t)
 	start := time.Now()
 	etcdClient := testserver.RunEtcd(t, testserver.NewTestConfig(t))
 
@@ -91,6 +106,13 @@ func startControlPlane(t *testing.T, featureFlags []string) *cluster {
 	token := uuid.NewString()
 	tokenFile := filepath.Join(dir, "tokens.csv")
 	require.NoError(t, os.WriteFile(tokenFile, []byte(token+`,admin,admin,"system:masters"`+"\n"), 0o600))
+	// The serving certificate, made here (as kube-apiserver would under --cert-dir) so that the clients can
+	// trust it before the server is up; its PEM holds the certificate and the CA that signed it.
+	certPEM, certKeyPEM, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", nil, nil)
+	require.NoError(t, err)
+	certFile, certKeyFile := filepath.Join(dir, "apiserver.crt"), filepath.Join(dir, "apiserver.key")
+	require.NoError(t, os.WriteFile(certFile, certPEM, 0o600))
+	require.NoError(t, os.WriteFile(certKeyFile, certKeyPEM, 0o600))
 	listener, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	port := listener.Addr().(*net.TCPAddr).Port
@@ -102,7 +124,8 @@ func startControlPlane(t *testing.T, featureFlags []string) *cluster {
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(port),
-		"--cert-dir=" + filepath.Join(dir, "certs"),
+		"--tls-cert-file=" + certFile,
+		"--tls-private-key-file=" + certKeyFile,
 		"--service-cluster-ip-range=10.0.0.0/16",
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file=" + keyFile,
@@ -111,34 +134,32 @@ func startControlPlane(t *testing.T, featureFlags []string) *cluster {
 		"--authorization-mode=Node,RBAC",
 	}, featureFlags...)
 
-	opts := options.NewServerRunOptions()
-	fs := pflag.NewFlagSet("kube-apiserver", pflag.ContinueOnError)
-	for _, f := range opts.Flags().FlagSets {
-		fs.AddFlagSet(f)
-	}
-	require.NoError(t, fs.Parse(flags), "kube-apiserver %v", flags)
-	// What the command's PersistentPreRunE does: apply --feature-gates and --emulated-version.
-	require.NoError(t, opts.GenericServerRunOptions.ComponentGlobalsRegistry.Set())
-	ctx, cancel := context.WithCancel(context.Background())
-	completed, err := opts.Complete(ctx)
+	logPath := filepath.Join(dir, "kube-apiserver.log")
+	logFile, err := os.Create(logPath)
 	require.NoError(t, err)
-	require.Empty(t, completed.Validate(), "kube-apiserver %v", flags)
+	defer logFile.Close()
+	cmd := exec.Command(bin, flags...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	require.NoError(t, cmd.Start(), "kube-apiserver %v", flags)
 	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx, completed) }()
+	go func() { done <- cmd.Wait() }()
+	logTail := func() string { return tail(logPath, 30) }
 	t.Cleanup(func() {
-		cancel()
+		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case err := <-done:
-			assert.NoError(t, err, "kube-apiserver stopped")
-		case <-time.After(30 * time.Second):
-			t.Error("kube-apiserver did not stop within 30 s")
+			assert.NoError(t, err, "kube-apiserver stopped; its log ends:\n%s", logTail())
+		case <-time.After(60 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Errorf("kube-apiserver did not stop within 60 s of SIGTERM; its log ends:\n%s", logTail())
 		}
 	})
+	ctx := t.Context()
 
 	config := &rest.Config{
 		Host:            "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 		BearerToken:     token,
-		TLSClientConfig: rest.TLSClientConfig{CAFile: filepath.Join(dir, "certs", "apiserver.crt")},
+		TLSClientConfig: rest.TLSClientConfig{CAFile: certFile},
 		// The suite creates many objects quickly; client-go's default 5 QPS would make it wait for nothing.
 		QPS: 500, Burst: 1000,
 	}
@@ -152,7 +173,8 @@ func startControlPlane(t *testing.T, featureFlags []string) *cluster {
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		select {
 		case err := <-done:
-			return false, fmt.Errorf("kube-apiserver exited: %w", err)
+			done <- err
+			return false, fmt.Errorf("kube-apiserver exited (%v); its log ends:\n%s", err, logTail())
 		default:
 		}
 		body, err := c.kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
@@ -166,4 +188,17 @@ func startControlPlane(t *testing.T, featureFlags []string) *cluster {
 	c.startup = time.Since(start)
 	t.Logf("etcd + kube-apiserver %v ready in %v", featureFlags, c.startup.Round(time.Millisecond))
 	return c
+}
+
+// tail returns the last n lines of the file at path (or why it cannot be read).
+func tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
