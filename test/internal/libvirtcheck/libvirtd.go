@@ -162,9 +162,8 @@ func virtTypeOf(capabilitiesXML []byte) (string, error) {
 // nothing else in it changes. The error carries virsh's own words.
 func (d *Daemon) Define(ctx context.Context, domainXML []byte, validate bool) error {
 	var named struct {
-		XMLName xml.Name
-		Type    string `xml:"type,attr"`
-		Name    string `xml:"name"`
+		Type string `xml:"type,attr"`
+		Name string `xml:"name"`
 	}
 	if err := xml.Unmarshal(domainXML, &named); err != nil {
 		return fmt.Errorf("domain XML: %w", err)
