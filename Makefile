@@ -111,13 +111,14 @@ modfiles: ## regenerate test{,/manifests}/go.kubevirt-<V>.mod/.sum from their go
 	MODULE=test/manifests .ci/kubevirt-modfiles generate $(KUBEVIRT_EXTRA)
 	MODULE=test/controlplane .ci/kubevirt-modfiles generate $(KUBEVIRT_EXTRA)
 
-modfiles-check: ## fail when a go.kubevirt-<V>.mod/.sum differs from what `make modfiles` writes, or the base versions differ
+modfiles-check: ## fail when a go.kubevirt-<V>.mod/.sum differs from what `make modfiles` writes, the base versions differ, or two test modules build a dependency at two versions (.ci/shared-versions)
 	.ci/kubevirt-modfiles check $(KUBEVIRT_EXTRA)
 	MODULE=test/manifests .ci/kubevirt-modfiles check $(KUBEVIRT_EXTRA)
 	MODULE=test/controlplane .ci/kubevirt-modfiles check $(KUBEVIRT_EXTRA)
 	@a=$$(.ci/kubevirt-modfiles base); b=$$(MODULE=test/manifests .ci/kubevirt-modfiles base); c=$$(MODULE=test/controlplane .ci/kubevirt-modfiles base); \
 	  if [ "$$a" != "$$b" ]; then echo "test/go.mod pins KubeVirt $$a but test/manifests/go.mod kubevirt.io/api $$b"; exit 1; fi; \
 	  if [ "$$a" != "$$c" ]; then echo "test/go.mod pins KubeVirt $$a but test/controlplane/go.mod $$c"; exit 1; fi
+	.ci/shared-versions
 
 test-kubevirt-patches: ## apply patches/kubevirt/* to KubeVirt v1.8.4 and v1.9.0, build virt-handler for both, run their network tests and the differential test (~15 min with a warm cache)
 	patches/kubevirt/test.sh
