@@ -61,6 +61,7 @@ func (e *guestEnv) record(name string, d time.Duration) {
 // KubeVirt version but the first: the code a guest sees, the ISO generator and the hook Manager, is the
 // same in each). At the end the log shows the table image x scenario with the guest's cloud-init version.
 func TestGuest_CloudInitFromSidecar_ConfiguresGuestNICs(t *testing.T) {
+	t.Parallel() // beside the VF tests: see TestMain
 	smoke, err := smokeOnly()
 	require.NoError(t, err)
 	env := setupGuest(t)
@@ -148,9 +149,6 @@ func setupGuest(t *testing.T) *guestEnv {
 	require.NoError(t, err)
 	env.sidecar = bin
 	env.secretsDir = t.TempDir()
-	// virt-launcher sets this once at start-up (cmd/virt-launcher/virt-launcher.go); it is a package
-	// variable in KubeVirt, shared by every scenario (each VMI has its own subdirectory).
-	require.NoError(t, cloudinit.SetLocalDirectory(filepath.Join(t.TempDir(), "cloud-init-data")))
 	return env
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	cloudinit "kubevirt.io/kubevirt/pkg/cloud-init"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/debroot"
 	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/trixietools"
@@ -62,7 +63,14 @@ func TestGuestVFIO_NestedGuestOnVFIOBoundVF_HostdevFromSidecar_ReportsIgbvfAndMA
 	ann, err := podAnnotations(vmi, "infrastructure-locked", []attachment{att})
 	require.NoError(t, err)
 	work := t.TempDir()
-	data, _, returned := env.preStartDomain(t, start{vmi: vmi, labels: podLabels(vmi), annotations: ann}, work)
+	var (
+		data     *cloudinit.CloudInitData
+		returned []byte
+	)
+	// A subtest, as every scenario's: the hook-root lock and the sidecar end with it.
+	require.True(t, t.Run("HooksThroughHookManager", func(t *testing.T) {
+		data, _, returned = env.preStartDomain(t, start{vmi: vmi, labels: podLabels(vmi), annotations: ann}, work)
+	}))
 	hostdevs, err := hostdevElements(returned)
 	require.NoError(t, err)
 	require.Lenf(t, hostdevs, 1, "the domain OnDefineDomain returned has one <hostdev>:\n%s", returned)
