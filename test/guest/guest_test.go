@@ -61,7 +61,6 @@ func (e *guestEnv) record(name string, d time.Duration) {
 // KubeVirt version but the first: the code a guest sees, the ISO generator and the hook Manager, is the
 // same in each). At the end the log shows the table image x scenario with the guest's cloud-init version.
 func TestGuest_CloudInitFromSidecar_ConfiguresGuestNICs(t *testing.T) {
-	t.Parallel() // beside the VF tests: see TestMain
 	smoke, err := smokeOnly()
 	require.NoError(t, err)
 	env := setupGuest(t)

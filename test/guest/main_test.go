@@ -11,15 +11,12 @@ import (
 
 // TestMain sets KubeVirt's cloud-init data directory once for the test binary, as virt-launcher does at
 // start-up (cmd/virt-launcher/virt-launcher.go): it is a package variable in KubeVirt, shared by every test
-// (each VMI has its own subdirectory), so no test may set it to a directory of its own while another runs.
+// (each VMI has its own subdirectory), so no test sets it to a directory of its own that ends with it.
 //
-// The guest tests run in parallel with each other (the matrix scenarios, the VF guests, the migration), two
-// at a time (go test's -parallel, GOMAXPROCS): a TCG guest keeps about 0.85 of a core busy, so a lone VF
-// guest after the matrix would leave the second core mostly idle. What they share is serialised where it must
-// be: the hook root by its flock (harness.LockHooksRoot, held by each start's HooksThroughHookManager
-// subtest only), cached images and roots by theirs, network namespaces are named per test. The VFIO test
-// stays sequential (its node takes both cores, and its nested guest's waits count seconds): go test runs
-// it first, alone, then releases the parallel ones.
+// The matrix scenarios run two at a time; the VF, migration and VFIO tests run one after the other, after
+// the matrix. Running the VF and migration guests beside the matrix scenarios was measured on a cold run
+// (2026-12-02): the guest suite took 28.6 min either way (the TCG guests keep both cores busy), so they stay
+// sequential, which loads the machine less.
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }

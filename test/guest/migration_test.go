@@ -166,7 +166,6 @@ func stopSource(ctx context.Context, g *vfGuest) error {
 // again, with no new boot and no cloud-init stage, and the peer reach it. Then a NIC with another MAC is
 // plugged instead: no config matches it, which is why admission requires a macAddress with the opt-in.
 func TestGuestVF_MigrationUnplugMigratePlug_SameMACKeepsAddressesWithoutCloudInit_OtherMACStaysUnconfigured(t *testing.T) {
-	t.Parallel() // beside the matrix: see TestMain
 	env, root := setupVFGuest(t)
 	userData, err := cloudConfigUserData("runcmd")
 	require.NoError(t, err)

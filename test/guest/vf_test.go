@@ -320,7 +320,6 @@ func bootVF(t *testing.T, env *guestEnv, root trixietools.Root, peer *vfNetns, s
 // on the ISO KubeVirt built from the sidecar's output; then unplugs both VFs (sriov_numvfs 0) and plugs
 // them back with the same MACs, as a migration's unplug and plug look to the guest.
 func TestGuestVF_TwoIgbVFsOnTwoNetworks_ConfiguredFromSidecar_PingedBothWays_BackAfterUnplug(t *testing.T) {
-	t.Parallel() // beside the matrix: see TestMain
 	env, root := setupVFGuest(t)
 	userData, err := cloudConfigUserData("runcmd")
 	require.NoError(t, err)
@@ -368,7 +367,6 @@ func vfPFsFor(atts []attachment) []vfPF {
 // address) with the same MAC (the VMI sets it) and new addresses; the guest must hold exactly the new
 // ones, and cloud-init keep its instance.
 func TestGuestVF_RestartOntoAnotherVFWithNewAddresses_GetsTheNewOnes(t *testing.T) {
-	t.Parallel() // beside the matrix: see TestMain
 	env, root := setupVFGuest(t)
 	userData, err := cloudConfigUserData("runcmd")
 	require.NoError(t, err)
