@@ -118,7 +118,7 @@ modfiles-check: ## fail when a go.kubevirt-<V>.mod/.sum differs from what `make 
 	@a=$$(.ci/kubevirt-modfiles base); b=$$(MODULE=test/manifests .ci/kubevirt-modfiles base); c=$$(MODULE=test/controlplane .ci/kubevirt-modfiles base); \
 	  if [ "$$a" != "$$b" ]; then echo "test/go.mod pins KubeVirt $$a but test/manifests/go.mod kubevirt.io/api $$b"; exit 1; fi; \
 	  if [ "$$a" != "$$c" ]; then echo "test/go.mod pins KubeVirt $$a but test/controlplane/go.mod $$c"; exit 1; fi
-	.ci/shared-versions
+	.ci/shared-versions $(KUBEVIRT_VERSIONS)
 
 test-kubevirt-patches: ## apply patches/kubevirt/* to KubeVirt v1.8.4 and v1.9.0, build virt-handler for both, run their network tests and the differential test (~15 min with a warm cache)
 	patches/kubevirt/test.sh

@@ -42,10 +42,6 @@ func ensureQemuUser() (string, error) {
 		return "", err
 	}
 	if out, err := exec.Command(useradd, args...).CombinedOutput(); err != nil {
-		// The guest tests run in parallel: another one may have created it meanwhile.
-		if _, lerr := user.Lookup("qemu"); lerr == nil {
-			return "user qemu exists (created by a parallel test)", nil
-		}
 		return "", fmt.Errorf("useradd %s: %w: %s", strings.Join(args, " "), err, out)
 	}
 	return "created system user qemu (KubeVirt's ISO generator chowns to it)", nil
