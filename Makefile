@@ -53,6 +53,9 @@ check-build: ## fail unless $(BIN) is static, links no gRPC or KubeVirt module, 
 	! go version -m $(BIN) | grep -E '(google\.golang\.org/grpc|kubevirt\.io/|k8s\.io/)'
 	grep -qaF -- '$(VERSION)' $(BIN)
 
+# The guest boots (TCG: one qemu thread per guest) run beside the suites after test-integration (.ci/beside), which
+# leave a core idle for minutes (KubeVirt's ginkgo packages one at a time, kube-apiserver's link); the guest log is
+# printed whole when it ends, and either side failing fails make test after both have run.
 test: ## every test: unit, integration (KubeVirt hook Manager, kubelet AtomicWriter, cloud-init), guest boot, libvirt's checks
 	go vet ./...
 	go test -race -count=1 ./...
@@ -61,12 +64,8 @@ test: ## every test: unit, integration (KubeVirt hook Manager, kubelet AtomicWri
 	$(MAKE) test-vet-matrix
 	rm -rf $(DOMAIN_RECORD_DIR)
 	SRIOV_UDN_DOMAIN_RECORD_DIR=$(DOMAIN_RECORD_DIR) $(MAKE) test-integration
-	$(MAKE) test-manifests
-	$(MAKE) test-kubevirt-patches
-	$(MAKE) test-controlplane
-	$(MAKE) test-plugin
-	$(MAKE) test-container
-	SRIOV_UDN_DOMAIN_RECORD_DIR=$(DOMAIN_RECORD_DIR) $(MAKE) test-guest
+	.ci/beside bin/test-guest.log 'SRIOV_UDN_DOMAIN_RECORD_DIR=$(DOMAIN_RECORD_DIR) $(MAKE) --no-print-directory test-guest' \
+	  '$(MAKE) test-manifests && $(MAKE) test-kubevirt-patches && $(MAKE) test-controlplane && $(MAKE) test-plugin && $(MAKE) test-container'
 	SRIOV_UDN_DOMAIN_RECORD_DIR=$(DOMAIN_RECORD_DIR) $(MAKE) test-libvirt
 
 test-unit: ## unit tests of the sidecar module only, under the race detector
@@ -111,7 +110,7 @@ modfiles: ## regenerate test{,/manifests}/go.kubevirt-<V>.mod/.sum from their go
 	MODULE=test/manifests .ci/kubevirt-modfiles generate $(KUBEVIRT_EXTRA)
 	MODULE=test/controlplane .ci/kubevirt-modfiles generate $(KUBEVIRT_EXTRA)
 
-modfiles-check: ## fail when a go.kubevirt-<V>.mod/.sum differs from what `make modfiles` writes, the base versions differ, or two test modules build a dependency at two versions (.ci/shared-versions)
+modfiles-check: ## fail when a go.kubevirt-<V>.mod/.sum differs from what `make modfiles` writes, the base versions differ, two test modules build a dependency at two versions, or test/ builds one at another version than KubeVirt's own go.mod (.ci/shared-versions)
 	.ci/kubevirt-modfiles check $(KUBEVIRT_EXTRA)
 	MODULE=test/manifests .ci/kubevirt-modfiles check $(KUBEVIRT_EXTRA)
 	MODULE=test/controlplane .ci/kubevirt-modfiles check $(KUBEVIRT_EXTRA)

@@ -47,6 +47,7 @@ func TestQemuArgs_OneRestrictedNICPerMACAndNoKernelDatasourceHint(t *testing.T) 
 	assert.Contains(t, args, "file=/cache/k/root.img,format=raw,if=virtio,snapshot=on", "the cached image is never written")
 	assert.Contains(t, args, "file=/x/noCloud.iso,format=raw,if=virtio,readonly=on")
 	assert.Contains(t, args, "-append root=/dev/vda rw console=ttyS0 no_timer_check ")
+	assert.Contains(t, args, " norandmaps", "TCG reuses its translations only when libraries keep their addresses")
 	assert.NotContains(t, args, "ds=", "cloud-init must find the datasource by ISO label, as in KubeVirt")
 	assert.True(t, strings.HasSuffix(args, "-serial file:/x/console.log -serial stdio"), "ttyS1 carries the report on stdout")
 }

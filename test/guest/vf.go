@@ -176,8 +176,9 @@ func (b VFBoot) QemuArgs() []string {
 		"-kernel", vfImageDir + "/vmlinuz", "-initrd", vfImageDir + "/initrd.img",
 		// no_timer_check: under TCG on a loaded machine the kernel's IO-APIC timer check can fail and
 		// panic ("IO-APIC + timer doesn't work!", seen here); panic=-1 with -no-reboot makes any panic end
-		// qemu at once instead of hanging until the boot's time limit.
-		"-append", "root=/dev/vda rw console=ttyS0 no_timer_check panic=-1",
+		// qemu at once instead of hanging until the boot's time limit. tcgKernelArgs: TCG reuses its
+		// translations across the guest's processes.
+		"-append", "root=/dev/vda rw console=ttyS0 no_timer_check panic=-1 " + tcgKernelArgs,
 		"-drive", rootDrive,
 		"-drive", "file=" + vfISODir + "/" + filepath.Base(b.ISO) + ",format=raw,if=virtio,readonly=on",
 		"-fw_cfg", "name=" + fwCfgVFPlan + ",file=" + vfWorkDir + "/vfs.plan",

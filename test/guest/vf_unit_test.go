@@ -29,6 +29,7 @@ func TestVFQemuArgs_IgbBehindRootPortOnTapAndPlanInFwCfg(t *testing.T) {
 	assert.Contains(t, args, "-netdev user,id=pod,restrict=on,ipv6=off -device virtio-net-pci,netdev=pod,mac=02:00:00:00:00:01")
 	assert.Contains(t, args, "file=/mnt/image/root.img,format=raw,if=virtio,snapshot=on", "the cached image is never written")
 	assert.Contains(t, args, "file=/mnt/iso/noCloud.iso,format=raw,if=virtio,readonly=on")
+	assert.Contains(t, args, " norandmaps", "TCG reuses its translations only when libraries keep their addresses")
 }
 
 func TestVFImage_ReportStaysUpForTheHostAndSetupRunsBeforeCloudInitLocal(t *testing.T) {

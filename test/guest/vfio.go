@@ -363,7 +363,7 @@ func (n vfioNode) ConsoleLog() string { return filepath.Join(n.Work, "console.lo
 
 // QemuArgs is the node's command line: q35 with the split irqchip and a virtual Intel IOMMU (interrupt
 // remapping; caching-mode, which vfio in the node needs to map the nested guest's memory), the igb PF behind
-// a pcie-root-port, the node kernel with intel_iommu=on and init= the node's own init.
+// a pcie-root-port, the node kernel with intel_iommu=on, tcgKernelArgs and init= the node's own init.
 func (n vfioNode) QemuArgs() []string {
 	accel := n.Accel
 	if accel == "" {
@@ -374,7 +374,7 @@ func (n vfioNode) QemuArgs() []string {
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
 		"-device", "intel-iommu,intremap=on,caching-mode=on",
 		"-kernel", "/mnt/image/" + n.Image.Kernel, "-initrd", "/mnt/image/" + n.Image.Initrd,
-		"-append", "root=/dev/vda rw console=ttyS0 intel_iommu=on no_timer_check panic=-1 init=/usr/local/sbin/sriov-udn-node-init",
+		"-append", "root=/dev/vda rw console=ttyS0 intel_iommu=on no_timer_check panic=-1 " + tcgKernelArgs + " init=/usr/local/sbin/sriov-udn-node-init",
 		"-drive", "file=/mnt/image/node.img,format=raw,if=virtio,snapshot=on",
 		"-fw_cfg", "name=" + fwCfgVFIONode + ",file=/mnt/work/node.sh",
 		"-fw_cfg", "name=" + fwCfgVFIOPlan + ",file=/mnt/work/plan",

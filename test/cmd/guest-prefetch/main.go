@@ -36,23 +36,25 @@ func main() {
 	image := func(spec guest.ImageSpec) func() error {
 		return func() error { _, _, err := guest.EnsureImage(ctx, cacheDir, spec, logf); return err }
 	}
-	// In the order the suites reach them: the floor image, the tools root (VF guests, libvirt), the other images.
+	// In the order test/guest reaches them (it starts beside the other suites, so an entry it waits for delays
+	// the run's end): the floor image, the trixie tools root (qemu 10 and libvirt for the VF, VFIO and libvirt
+	// tests), the VFIO node root (its test runs first and alone), the VF guest image, the matrix's other images.
 	matrix := guest.ImageMatrix()
 	steps := []step{{matrix[0].Name, image(matrix[0].Spec)}}
-	steps = append(steps, step{"trixie tools root", func() error {
-		_, err := trixietools.Ensure(ctx, trixietools.DefaultCacheDir(), logf)
-		return err
-	}})
-	for _, img := range matrix[1:] {
-		steps = append(steps, step{img.Name, image(img.Spec)})
-	}
 	steps = append(steps,
-		step{"VF guest image", image(guest.VFImageSpec())},
+		step{"trixie tools root", func() error {
+			_, err := trixietools.Ensure(ctx, trixietools.DefaultCacheDir(), logf)
+			return err
+		}},
 		step{"VFIO node root", func() error {
 			_, _, err := debroot.Ensure(ctx, trixietools.DefaultCacheDir(), guest.VFIONodeSpec(), logf)
 			return err
 		}},
+		step{"VF guest image", image(guest.VFImageSpec())},
 	)
+	for _, img := range matrix[1:] {
+		steps = append(steps, step{img.Name, image(img.Spec)})
+	}
 	failed := 0
 	for _, s := range steps {
 		start := time.Now()
