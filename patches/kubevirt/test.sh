@@ -23,8 +23,9 @@ trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
 export GOWORK=off GOFLAGS=-mod=mod
 git_id=(-c user.name=ci -c user.email=ci@localhost)
 
-# KubeVirt's own test packages run on each patched tree.
-kubevirt_test_pkgs=(./pkg/network/setup/ ./pkg/network/cache/ ./pkg/network/multus/ ./pkg/network/namescheme/ ./pkg/safepath/)
+# kubevirt_test_pkgs, kubevirt_replug_pkgs, kubevirt_tree_copy, kubevirt_tree_modfile
+# shellcheck source=tree.sh
+. "$here/tree.sh"
 # The steps run for each release, in this order.
 steps=(apply build_virt_handler kubevirt_tests stock_specs difftest replug)
 summary=()
@@ -37,18 +38,6 @@ pass_count() {
     sed -E 's/^Ran ([0-9]+) of ([0-9]+) Specs ([0-9]+) Passed$/\3 passed (\1 of \2 specs ran)/' <<<"$specs"
   else
     echo "$(grep -acE '^\s*--- PASS' <<<"$1") tests passed"
-  fi
-}
-
-# prepare_modfile maps the staging replaces of a KubeVirt tree's go.mod (the module zip has no staging/src,
-# only BUILD files) to the published modules of the same version (DESIGN.md section 6), and adds the
-# third_party fallback (.ci/third-party, which says in the log when it is used) where the release requires
-# the kubevirt.io/virt-template-* version that ../shared/third_party holds (v0.2.0, v1.9.0's; v1.8.4 requires
-# v0.1.7, which the proxy serves) and the proxy refuses it.
-prepare_modfile() {
-  (cd "$1" && go mod edit -replace "kubevirt.io/api=kubevirt.io/api@$v" -replace "kubevirt.io/client-go=kubevirt.io/client-go@$v")
-  if [ "$(awk '$1 == "kubevirt.io/virt-template-api" {print $2}' "$1/go.mod")" = v0.2.0 ]; then
-    "$repo/.ci/third-party" apply "$1/go.mod"
   fi
 }
 
@@ -69,14 +58,12 @@ ensure_qemu_user() {
 
 step_apply() {
   echo "== KubeVirt $v: apply patches/kubevirt/$v"
-  local src
-  src=$(go mod download -json "kubevirt.io/kubevirt@$v" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
-  cp -r "$src" "$tree" && chmod -R u+w "$tree"
+  kubevirt_tree_copy "$v" "$tree"
   cd "$tree"
   git init -q && git add -A && git "${git_id[@]}" commit -qm "kubevirt $v (module zip)"
   git "${git_id[@]}" am -q "$here/$v"/*.patch
   echo "   applied: $(git log --reverse --format=%s "HEAD~$(n_patches)..HEAD" | paste -sd'|')"
-  prepare_modfile "$tree"
+  kubevirt_tree_modfile "$tree" "$v"
 }
 
 step_build_virt_handler() {
@@ -117,7 +104,7 @@ step_difftest() {
   echo "== KubeVirt $v: differential test, built sidecar's entries, stock vs patched NetStat"
   local flavor dir out
   git worktree add -q "$work/stock-$v" "HEAD~$(n_patches)"
-  prepare_modfile "$work/stock-$v"
+  kubevirt_tree_modfile "$work/stock-$v" "$v"
   for flavor in stock patched; do
     dir="$tree"; [ "$flavor" = stock ] && dir="$work/stock-$v"
     cp "$here"/testdata/difftest/*.go "$dir/pkg/network/setup/"
@@ -132,12 +119,12 @@ step_difftest() {
 # virt-handler, whose vm_hostdevreplug_test.go drives hotplugSriovInterfaces on the target after a migration and
 # on the source after a failed one. Every stock spec of those packages must stay green: 0003 changes nothing for
 # bindings without the method or for core SR-IOV. (virt-handler imports pkg/controller: on v1.9.0 the tree's
-# go.mod has the third_party fallback from prepare_modfile where the proxy refuses it.)
+# go.mod has the third_party fallback from kubevirt_tree_modfile where the proxy refuses it.)
 step_replug() {
   echo "== KubeVirt $v: patch 0003 (hostdev-replug): KubeVirt's own suites"
   local p out
   cd "$tree"
-  for p in ./pkg/network/vmispec/ ./pkg/virt-launcher/virtwrap/device/hostdevice/sriov/ ./pkg/virt-handler/; do
+  for p in "${kubevirt_replug_pkgs[@]}"; do
     out=$(go test -count=1 -v "$p" -ginkgo.no-color 2>&1) || { echo "$out" | tail -60; echo "FAIL: $p on patched $v"; return 1; }
     echo "   $p: $(pass_count "$out")"
     summary+=("$v $p: $(pass_count "$out")")
