@@ -91,8 +91,8 @@ func TestGuest_CloudInitFromSidecar_ConfiguresGuestNICs(t *testing.T) {
 				}
 				t.Run(sc.name, func(t *testing.T) {
 					t.Parallel()
-					t.Cleanup(func() { env.table.result(g.Name, sc.name, !t.Failed()) })
-					env.runOn(t, img, g.Name, sc)
+					t.Cleanup(func() { env.table.result(g.Name, sc.name, outcomeOf(t)) })
+					env.runOn(t, img, g, sc)
 				})
 			}
 		})
@@ -195,7 +195,8 @@ func logTimings(t *testing.T, env *guestEnv) {
 // runOn is one scenario on img (named imageName in the results table): per start,
 // the pre-start path (serialised under the hook-root lock), ISO, boot, checks. Starts after the first
 // boot the same disk, as a restarted VM does.
-func (e *guestEnv) runOn(t *testing.T, img Image, imageName string, sc scenario) {
+func (e *guestEnv) runOn(t *testing.T, img Image, g GuestImage, sc scenario) {
+	imageName := g.Name
 	work := t.TempDir()
 	disk := ""
 	if len(sc.starts) > 1 {
@@ -218,6 +219,13 @@ func (e *guestEnv) runOn(t *testing.T, img Image, imageName string, sc scenario)
 			report := e.bootOn(t, img, imageName+"/"+sc.name+"/"+name, st, filepath.Join(work, name), disk, guestFwd)
 			if e.table != nil {
 				e.table.version(imageName, report.CloudInitVersion)
+			}
+			// The checks read nmcli only where the report has its section: on the NetworkManager guest it
+			// must be there, or those checks would be skipped without a word.
+			if g.NetworkManager {
+				require.NotEmptyf(t, report.NM, "%s runs NetworkManager but its report has no nmcli devices", imageName)
+			} else {
+				assert.Nilf(t, report.NM, "%s has no NetworkManager but reported an nmcli section", imageName)
 			}
 			st.check(t, report)
 			if first != nil {

@@ -16,11 +16,32 @@ type matrixTable struct {
 	images    []string
 	scenarios []string
 	versions  map[string]string
-	results   map[[2]string]bool // image, scenario -> passed
+	results   map[[2]string]outcome // image, scenario -> how it ended
+}
+
+// outcome is how one scenario ended on one image, as the table prints it.
+type outcome string
+
+const (
+	outcomePass outcome = "pass"
+	outcomeFail outcome = "FAIL"
+	// outcomeSkip: the scenario skipped (saying why in the log); the table must not count it as passed.
+	outcomeSkip outcome = "skip"
+)
+
+// outcomeOf reads how t ended; called from t's Cleanup.
+func outcomeOf(t testing.TB) outcome {
+	switch {
+	case t.Failed():
+		return outcomeFail
+	case t.Skipped():
+		return outcomeSkip
+	}
+	return outcomePass
 }
 
 func newMatrixTable(images []GuestImage, scenarios []scenario) *matrixTable {
-	m := &matrixTable{versions: map[string]string{}, results: map[[2]string]bool{}}
+	m := &matrixTable{versions: map[string]string{}, results: map[[2]string]outcome{}}
 	for _, g := range images {
 		m.images = append(m.images, g.Name)
 	}
@@ -39,13 +60,13 @@ func (m *matrixTable) version(image, v string) {
 	m.versions[image] = v
 }
 
-func (m *matrixTable) result(image, scenario string, passed bool) {
+func (m *matrixTable) result(image, scenario string, o outcome) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.results[[2]string{image, scenario}] = passed
+	m.results[[2]string{image, scenario}] = o
 }
 
-// String prints one row per scenario and one column per image: pass, FAIL, or "-" (not run there).
+// String prints one row per scenario and one column per image: pass, FAIL, skip, or "-" (not run there).
 func (m *matrixTable) String() string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -67,43 +88,55 @@ func (m *matrixTable) String() string {
 		fmt.Fprintf(&b, " | %s", c)
 	}
 	b.WriteByte('\n')
-	passed, failed := 0, 0
+	count := map[outcome]int{}
 	for _, sc := range m.scenarios {
 		fmt.Fprintf(&b, "%-*s", width, sc)
 		for i, img := range m.images {
 			cell := "-"
-			if ok, ran := m.results[[2]string{img, sc}]; ran {
-				cell = "FAIL"
-				if ok {
-					cell = "pass"
-				}
-				if ok {
-					passed++
-				} else {
-					failed++
-				}
+			if o, ran := m.results[[2]string{img, sc}]; ran {
+				cell = string(o)
+				count[o]++
 			}
 			fmt.Fprintf(&b, " | %-*s", len(cols[i]), cell)
 		}
 		b.WriteByte('\n')
 	}
-	fmt.Fprintf(&b, "%d passed, %d failed, - = not run on that image", passed, failed)
+	fmt.Fprintf(&b, "%d passed, %d failed, %d skipped, - = not run on that image",
+		count[outcomePass], count[outcomeFail], count[outcomeSkip])
 	return b.String()
 }
 
-func TestMatrixTable_ShowsPassFailAndNotRunPerImageWithTheGuestsCloudInitVersion(t *testing.T) {
-	m := newMatrixTable([]GuestImage{{Name: "old"}, {Name: "new"}}, []scenario{{name: "A"}, {name: "Bee"}})
+func TestMatrixTable_ShowsPassFailSkipAndNotRunPerImageWithTheGuestsCloudInitVersion(t *testing.T) {
+	m := newMatrixTable([]GuestImage{{Name: "old"}, {Name: "new"}}, []scenario{{name: "A"}, {name: "Bee"}, {name: "C"}})
 	m.version("old", "22.4.2")
-	m.result("old", "A", true)
-	m.result("old", "Bee", false)
-	m.result("new", "A", true)
+	m.result("old", "A", outcomePass)
+	m.result("old", "Bee", outcomeFail)
+	m.result("new", "A", outcomePass)
+	m.result("new", "C", outcomeSkip)
 	lines := strings.Split(m.String(), "\n")
 	assert.Equal(t, []string{
 		"scenario | old (cloud-init 22.4.2) | new (cloud-init not booted)",
 		"A        | pass                    | pass                       ",
 		"Bee      | FAIL                    | -                          ",
-		"2 passed, 1 failed, - = not run on that image",
+		"C        | -                       | skip                       ",
+		"2 passed, 1 failed, 1 skipped, - = not run on that image",
 	}, lines)
+}
+
+// TestOutcomeOf_ReadsFailedBeforeSkipped runs real subtests: a skip must not read as a pass.
+func TestOutcomeOf_ReadsFailedBeforeSkipped(t *testing.T) {
+	got := map[string]outcome{}
+	var mu sync.Mutex
+	for name, body := range map[string]func(t *testing.T){
+		"passes": func(*testing.T) {},
+		"skips":  func(t *testing.T) { t.Skip("skipping to test outcomeOf") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Cleanup(func() { mu.Lock(); got[name] = outcomeOf(t); mu.Unlock() })
+			body(t)
+		})
+	}
+	assert.Equal(t, map[string]outcome{"passes": outcomePass, "skips": outcomeSkip}, got)
 }
 
 func TestScenarioRunsOn_FullMatrixOnEveryImage_SmokeOnTheFloorOnly(t *testing.T) {

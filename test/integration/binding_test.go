@@ -199,6 +199,9 @@ func TestOnDefineDomain_WaitsForDeviceInfo_AddsOneHostdevPerVFIdempotently(t *te
 	// virt-launcher calls OnDefineDomain again with the domain it got back (hotplug ports).
 	again, err := mgr.OnDefineDomain(&first, vmi)
 	require.NoError(t, err)
+	sentAgain, err := xml.MarshalIndent(&first, "", "\t")
+	require.NoError(t, err)
+	harness.RecordDomainAs(t, "again", sentAgain, []byte(again))
 	var second api.DomainSpec
 	require.NoError(t, xml.Unmarshal([]byte(again), &second))
 	assert.Equal(t, first.Devices.HostDevices, second.Devices.HostDevices)

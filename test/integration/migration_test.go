@@ -62,8 +62,11 @@ func TestMigration_StockKubeVirt_SourceWouldDetachOurVF_TargetHookRefusesFirst(t
 	}}
 
 	// The source: the domain as our OnDefineDomain wired it at the VM's start.
+	sent, err := xml.MarshalIndent(spec, "", "\t")
+	require.NoError(t, err)
 	out, err := mgr.OnDefineDomain(spec, vmi)
 	require.NoError(t, err)
+	harness.RecordDomainAs(t, "source", sent, []byte(out)) // test/libvirt runs libvirt's checks on it
 	var source api.DomainSpec
 	require.NoError(t, xml.Unmarshal([]byte(out), &source))
 	require.Len(t, source.Devices.HostDevices, 2)
@@ -93,8 +96,9 @@ func TestMigration_StockKubeVirt_SourceWouldDetachOurVF_TargetHookRefusesFirst(t
 	// The opt-in for the re-plug series lifts the refusal; the result is then discarded by the target.
 	optIn := migrationTarget(vmi)
 	optIn.Annotations = map[string]string{"sriov-udn.kubevirt.io/vf-migration": "replug"}
-	_, err = mgr.OnDefineDomain(spec, optIn)
+	target, err := mgr.OnDefineDomain(spec, optIn)
 	require.NoError(t, err)
+	harness.RecordDomainAs(t, "replug-target", sent, []byte(target))
 }
 
 func TestMigration_ReplugThroughSRIOVHotplugPath_BuildsTheHostdevOurOnDefineDomainWrites(t *testing.T) {
@@ -105,8 +109,12 @@ func TestMigration_ReplugThroughSRIOVHotplugPath_BuildsTheHostdevOurOnDefineDoma
 	require.NoError(t, l.podInfo.Write(pod.Metadata.Labels, pod.Metadata.Annotations))
 	mgr := hooks.GetManager()
 	require.NoError(t, mgr.Collect(1, 10*time.Second))
-	out, err := mgr.OnDefineDomain(&api.DomainSpec{Type: "kvm", Name: "tenant-a_vm-sriov"}, vmi)
+	spec := &api.DomainSpec{Type: "kvm", Name: "tenant-a_vm-sriov"}
+	sent, err := xml.MarshalIndent(spec, "", "\t")
 	require.NoError(t, err)
+	out, err := mgr.OnDefineDomain(spec, vmi)
+	require.NoError(t, err)
+	harness.RecordDomain(t, sent, []byte(out))
 	var ours api.DomainSpec
 	require.NoError(t, xml.Unmarshal([]byte(out), &ours))
 

@@ -27,11 +27,21 @@ var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 // nothing when that is unset.
 func RecordDomain(t testing.TB, input, output []byte) {
 	t.Helper()
+	RecordDomainAs(t, "", input, output)
+}
+
+// RecordDomainAs is RecordDomain for a test that makes several calls: label tells them apart.
+func RecordDomainAs(t testing.TB, label string, input, output []byte) {
+	t.Helper()
 	dir := os.Getenv(RecordDirEnv)
 	if dir == "" {
 		return
 	}
-	name := unsafeName.ReplaceAllString(t.Name(), "_")
+	name := t.Name()
+	if label != "" {
+		name += "_" + label
+	}
+	name = unsafeName.ReplaceAllString(name, "_")
 	if v := os.Getenv("KUBEVIRT_VERSION"); v != "" {
 		name = v + "_" + name
 	}
