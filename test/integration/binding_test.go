@@ -173,9 +173,7 @@ func TestOnDefineDomain_WaitsForDeviceInfo_AddsOneHostdevPerVFIdempotently(t *te
 	// network-status already carries device-info, so no wait is needed here: the call returns.
 	res := <-done
 	require.NoError(t, res.err)
-	sent, err := xml.MarshalIndent(spec, "", "\t") // what the Manager sent (pkg/hooks/manager.go)
-	require.NoError(t, err)
-	harness.RecordDomain(t, sent, []byte(res.xml)) // test/libvirt runs libvirt's checks on it
+	harness.RecordDomainSpec(t, "", spec, res.xml) // test/libvirt runs libvirt's checks on it
 
 	var first api.DomainSpec
 	require.NoError(t, xml.Unmarshal([]byte(res.xml), &first))
@@ -199,9 +197,7 @@ func TestOnDefineDomain_WaitsForDeviceInfo_AddsOneHostdevPerVFIdempotently(t *te
 	// virt-launcher calls OnDefineDomain again with the domain it got back (hotplug ports).
 	again, err := mgr.OnDefineDomain(&first, vmi)
 	require.NoError(t, err)
-	sentAgain, err := xml.MarshalIndent(&first, "", "\t")
-	require.NoError(t, err)
-	harness.RecordDomainAs(t, "again", sentAgain, []byte(again))
+	harness.RecordDomainSpec(t, "again", &first, again)
 	var second api.DomainSpec
 	require.NoError(t, xml.Unmarshal([]byte(again), &second))
 	assert.Equal(t, first.Devices.HostDevices, second.Devices.HostDevices)

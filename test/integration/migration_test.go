@@ -62,11 +62,9 @@ func TestMigration_StockKubeVirt_SourceWouldDetachOurVF_TargetHookRefusesFirst(t
 	}}
 
 	// The source: the domain as our OnDefineDomain wired it at the VM's start.
-	sent, err := xml.MarshalIndent(spec, "", "\t")
-	require.NoError(t, err)
 	out, err := mgr.OnDefineDomain(spec, vmi)
 	require.NoError(t, err)
-	harness.RecordDomainAs(t, "source", sent, []byte(out)) // test/libvirt runs libvirt's checks on it
+	harness.RecordDomainSpec(t, "source", spec, out) // test/libvirt runs libvirt's checks on it
 	var source api.DomainSpec
 	require.NoError(t, xml.Unmarshal([]byte(out), &source))
 	require.Len(t, source.Devices.HostDevices, 2)
@@ -98,7 +96,7 @@ func TestMigration_StockKubeVirt_SourceWouldDetachOurVF_TargetHookRefusesFirst(t
 	optIn.Annotations = map[string]string{"sriov-udn.kubevirt.io/vf-migration": "replug"}
 	target, err := mgr.OnDefineDomain(spec, optIn)
 	require.NoError(t, err)
-	harness.RecordDomainAs(t, "replug-target", sent, []byte(target))
+	harness.RecordDomainSpec(t, "replug-target", spec, target)
 }
 
 func TestMigration_ReplugThroughSRIOVHotplugPath_BuildsTheHostdevOurOnDefineDomainWrites(t *testing.T) {
@@ -110,11 +108,9 @@ func TestMigration_ReplugThroughSRIOVHotplugPath_BuildsTheHostdevOurOnDefineDoma
 	mgr := hooks.GetManager()
 	require.NoError(t, mgr.Collect(1, 10*time.Second))
 	spec := &api.DomainSpec{Type: "kvm", Name: "tenant-a_vm-sriov"}
-	sent, err := xml.MarshalIndent(spec, "", "\t")
-	require.NoError(t, err)
 	out, err := mgr.OnDefineDomain(spec, vmi)
 	require.NoError(t, err)
-	harness.RecordDomain(t, sent, []byte(out))
+	harness.RecordDomainSpec(t, "", spec, out)
 	var ours api.DomainSpec
 	require.NoError(t, xml.Unmarshal([]byte(out), &ours))
 

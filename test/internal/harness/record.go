@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"encoding/xml"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -27,11 +28,23 @@ var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 // nothing when that is unset.
 func RecordDomain(t testing.TB, input, output []byte) {
 	t.Helper()
-	RecordDomainAs(t, "", input, output)
+	recordDomain(t, "", input, output)
 }
 
-// RecordDomainAs is RecordDomain for a test that makes several calls: label tells them apart.
-func RecordDomainAs(t testing.TB, label string, input, output []byte) {
+// RecordDomainSpec records one OnDefineDomain call given the spec the test passed to the Manager, marshalled
+// as the Manager marshals it (pkg/hooks/manager.go), and the sidecar's result; label tells apart the calls of
+// one test ("" for a single call).
+func RecordDomainSpec(t testing.TB, label string, spec any, output string) {
+	t.Helper()
+	if os.Getenv(RecordDirEnv) == "" {
+		return
+	}
+	input, err := xml.MarshalIndent(spec, "", "\t")
+	require.NoError(t, err, "marshal the domain sent to OnDefineDomain")
+	recordDomain(t, label, input, []byte(output))
+}
+
+func recordDomain(t testing.TB, label string, input, output []byte) {
 	t.Helper()
 	dir := os.Getenv(RecordDirEnv)
 	if dir == "" {
