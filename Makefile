@@ -15,6 +15,10 @@ STATICCHECK  := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # golangci-lint v2.15.0 builds with Go 1.26; `go run pkg@version` caches the built tool after the first run.
 GOLANGCI_LINT := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 LDFLAGS      := -s -w -X main.version=$(VERSION)
+# grpc-go's own build tag that leaves out golang.org/x/net/trace (and with it html/template, whose reflection
+# keeps every exported method linked): the binary 12.3 -> 9.0 MB, PSS with 4 copies idle 4.5 -> 3.9 MiB, idle
+# private memory unchanged (2026-12-02). The sidecar never sets grpc.EnableTracing.
+BUILDTAGS    := grpcnotrace
 # Defined here only: images/Containerfile and test/internal/harness build through `make build`.
 # Go modules that hold tests: the sidecar, the integration/guest module, the manifests module, the control
 # plane, and the Plugin API module (KubeVirt v1.9.0 only: v1.8 has no Plugin API).
@@ -40,17 +44,20 @@ define for_kubevirt
 	if [ -n "$$failed" ]; then echo "== $(4) failed on KubeVirt$$failed"; exit 1; fi
 endef
 
-.PHONY: help build check-build check test test-unit tidy-check test-integration test-manifests test-plugin test-guest test-vfio test-netconvert test-libvirt test-kubevirt-patches test-vet-matrix modfiles modfiles-check demo bench bench-largest bench-micro lint fuzz image image-local test-container e2e clean
+.PHONY: help build check-build check test test-unit tidy-check generate generate-check test-integration test-manifests test-plugin test-guest test-vfio test-netconvert test-libvirt test-kubevirt-patches test-vet-matrix modfiles modfiles-check demo bench bench-largest bench-micro lint fuzz image image-local test-container e2e clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 build: ## static sidecar binary at $(BIN) (the image and the test harness build through this target)
-	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/sidecar
+	CGO_ENABLED=0 go build -trimpath -tags '$(BUILDTAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/sidecar
 
-check-build: ## fail unless $(BIN) is static, links no gRPC or KubeVirt module, and is stamped with $(VERSION) (reads, never runs it)
+check-build: ## fail unless $(BIN) is static, serves grpc-go with KubeVirt's own hook packages (and links no Kubernetes API types), and is stamped with $(VERSION) (reads, never runs it)
 	go version -m $(BIN) | grep -q 'CGO_ENABLED=0'
-	! go version -m $(BIN) | grep -E '(google\.golang\.org/grpc|kubevirt\.io/|k8s\.io/)'
+	go version -m $(BIN) | grep -qE '^\s+dep\s+google\.golang\.org/grpc\s' || { echo "$(BIN) does not link google.golang.org/grpc"; exit 1; }
+	go version -m $(BIN) | grep -qE '^\s+dep\s+kubevirt\.io/kubevirt\s' || { echo "$(BIN) does not link kubevirt.io/kubevirt"; exit 1; }
+	@for p in info v1alpha2 v1alpha3; do grep -qaF "kubevirt.io/kubevirt/pkg/hooks/$$p." $(BIN) || { echo "$(BIN) does not link kubevirt.io/kubevirt/pkg/hooks/$$p"; exit 1; }; done
+	! go version -m $(BIN) | grep -E '^\s+dep\s+(kubevirt\.io/api|k8s\.io/)'
 	grep -qaF -- '$(VERSION)' $(BIN)
 
 # The guest boots (TCG: one qemu thread per guest) run beside the suites after test-integration (.ci/beside), which
@@ -143,10 +150,28 @@ bench-micro: ## Go micro-benchmarks of every package
 	go test -run '^$$' -bench . -benchmem ./...
 	cd test && go test -run '^$$' -bench . -benchmem $$(go list ./... | grep -v /guest)
 
-lint: tidy-check ## gofmt, go vet, staticcheck, golangci-lint (pinned; .golangci.yml: import groups, banned calls) on every module
+lint: tidy-check generate-check ## gofmt, go vet, staticcheck, golangci-lint (pinned; .golangci.yml: import groups, banned calls) on every module
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@set -e; for m in $(MODULES); do echo "== $$m"; (cd $$m && go vet ./... && go run $(STATICCHECK) ./... && go run $(GOLANGCI_LINT) fmt --config $(CURDIR)/.golangci.yml --diff ./...); done
 	go run $(GOLANGCI_LINT) run ./...
+
+# The Go protobuf plugins that generate pkg/hooks/pluginv1alpha1 and pkg/hooks/requestpb; protoc itself is Debian's
+# protobuf-compiler (3.21.12 on bookworm), which .ci/run installs.
+PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.1
+PROTOS             := pkg/hooks/pluginv1alpha1/api.proto pkg/hooks/requestpb/request.proto
+
+generate: ## regenerate pkg/hooks' protobuf code from its .proto files (protoc, and the Go plugins pinned here)
+	@mkdir -p bin/protoc-plugins
+	GOBIN=$(CURDIR)/bin/protoc-plugins go install $(PROTOC_GEN_GO)
+	GOBIN=$(CURDIR)/bin/protoc-plugins go install $(PROTOC_GEN_GO_GRPC)
+	protoc --plugin=protoc-gen-go=bin/protoc-plugins/protoc-gen-go --plugin=protoc-gen-go-grpc=bin/protoc-plugins/protoc-gen-go-grpc \
+	  --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative $(PROTOS)
+
+generate-check: ## fail when `make generate` would change the generated protobuf code
+	@$(MAKE) --no-print-directory generate >/dev/null
+	@if ! git diff --quiet -- $(dir $(PROTOS)); then echo "generated code is stale: run make generate"; git diff --stat -- $(dir $(PROTOS)); exit 1; fi
+	@if [ -n "$$(git ls-files --others --exclude-standard -- $(dir $(PROTOS)))" ]; then echo "make generate wrote files git does not track:"; git ls-files --others --exclude-standard -- $(dir $(PROTOS)); exit 1; fi
 
 tidy-check: ## fail when `go mod tidy` would change go.mod or go.sum of any module
 	@set -e; for m in $(MODULES); do echo "== go mod tidy -diff: $$m"; (cd $$m && go mod tidy -diff); done

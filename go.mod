@@ -9,9 +9,9 @@ require (
 	golang.org/x/net v0.48.0
 	golang.org/x/sys v0.39.0
 	google.golang.org/grpc v1.79.3
-	google.golang.org/protobuf v1.36.11
-	kubevirt.io/api v1.8.0
-	kubevirt.io/kubevirt v1.8.0
+	google.golang.org/protobuf v1.36.12
+	kubevirt.io/api v1.8.4
+	kubevirt.io/kubevirt v1.8.4
 	libvirt.org/go/libvirtxml v1.11000.1
 )
 

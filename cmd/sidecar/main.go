@@ -8,11 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-
-	// A soft memory limit that keeps peak RSS under the largest legal inputs bounded (see the package).
-	_ "github.com/sriov-udn-binding/sriov-udn-binding/cmd/sidecar/internal/memlimit"
-	// One P, set before the linked modules initialise (see the package).
-	_ "github.com/sriov-udn-binding/sriov-udn-binding/cmd/sidecar/internal/oneproc"
 )
 
 // version is stamped at build time: -ldflags "-X main.version=...".

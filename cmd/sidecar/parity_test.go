@@ -16,10 +16,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/binding"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/hooks/grpcwire"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/pipeline"
@@ -144,8 +145,8 @@ func TestRenderAndHooks_SameAnswerOnEveryFixture(t *testing.T) {
 						continue
 					}
 					require.Error(t, herr, hook)
-					assert.Equal(t, grpcwire.DeadlineExceeded, grpcwire.CodeOf(herr), hook)
-					msg := grpcwire.FromError(herr).Message
+					assert.Equal(t, codes.DeadlineExceeded, status.Code(herr), hook)
+					msg := status.Convert(herr).Message()
 					assert.Contains(t, msg, fmt.Sprintf("%d item(s)", len(items)), hook)
 					for _, it := range items {
 						assert.Contains(t, msg, it, hook)
@@ -156,7 +157,7 @@ func TestRenderAndHooks_SameAnswerOnEveryFixture(t *testing.T) {
 				require.Error(t, herr)
 				// The one difference is where the annotations came from: the pod object, or the
 				// pod-info file the hook read.
-				msg := strings.ReplaceAll(grpcwire.FromError(herr).Message, "pod-info file "+filepath.Join(podInfo, downwardapi.AnnotationsFile), "pod annotations")
+				msg := strings.ReplaceAll(status.Convert(herr).Message(), "pod-info file "+filepath.Join(podInfo, downwardapi.AnnotationsFile), "pod annotations")
 				assert.Equal(t, r.Failure.Message, msg, "the same message")
 			case "rendered":
 				require.NoError(t, ciErr)

@@ -11,7 +11,7 @@ import (
 // listenPlugin starts listening for KubeVirt's Plugin API domain hook (VEP-190) when --plugin-socket is
 // set, and returns nil when it is not. Its wait is the shorter of --wait-timeout and the Plugin API's
 // budget (hooks.DefaultPluginWait, under virt-launcher's 30 s call timeout).
-func listenPlugin(cfg config, mutator hooks.DomainMutator, logger *slog.Logger) (*hooks.Server, error) {
+func listenPlugin(cfg config, mutator hooks.DomainMutator, budget *hooks.Budget, logger *slog.Logger) (*hooks.Server, error) {
 	if cfg.pluginSocket == "" {
 		return nil, nil
 	}
@@ -20,6 +20,7 @@ func listenPlugin(cfg config, mutator hooks.DomainMutator, logger *slog.Logger) 
 		Mutator:    mutator,
 		Wait:       pluginWait(cfg),
 		Logger:     logger,
+		Budget:     budget,
 	})
 	if err != nil {
 		return nil, err

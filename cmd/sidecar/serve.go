@@ -40,12 +40,15 @@ func serve(ctx context.Context, cfg config, stderr io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
+	// One request budget for both sockets: it bounds what the process holds (pkg/hooks budget.go).
+	budget := hooks.NewBudget(hooks.DefaultLimits(), logger)
 	srv, err := hooks.New(hooks.Config{
 		SocketDir:  cfg.socketDir,
 		SocketName: cfg.socketName,
 		Name:       "sriov-udn-binding",
 		Handler:    bnd,
 		Logger:     logger,
+		Budget:     budget,
 	})
 	if err != nil {
 		return err
@@ -53,7 +56,7 @@ func serve(ctx context.Context, cfg config, stderr io.Writer) (err error) {
 	if err := srv.Listen(); err != nil {
 		return err
 	}
-	plugin, err := listenPlugin(cfg, bnd, logger)
+	plugin, err := listenPlugin(cfg, bnd, budget, logger)
 	if err != nil {
 		srv.Stop() // Serve then returns at once and removes the hook socket
 		return errors.Join(err, srv.Serve())

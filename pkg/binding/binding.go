@@ -93,11 +93,11 @@ func (b *Binding) OnDefineDomain(ctx context.Context, vmiJSON, domainXML []byte)
 	if err := migration.CheckTarget(vmi, b.cfg.Options.BindingName); err != nil {
 		b.log.Warn("live migration refused", "hook", pipeline.OnDefineDomain, "vmi", vmi.Namespace+"/"+vmi.Name,
 			"targetPod", vmi.Status.MigrationState.TargetPod)
-		return nil, hooks.StatusError(&pipeline.Error{Hook: pipeline.OnDefineDomain, Kind: pipeline.FailedPrecondition, Err: err})
+		return nil, statusError(&pipeline.Error{Hook: pipeline.OnDefineDomain, Kind: pipeline.FailedPrecondition, Err: err})
 	}
 	out, warnings, err := call.OnDefineDomain(ctx, domainXML, b.wait)
 	if err != nil {
-		return nil, hooks.StatusError(err)
+		return nil, statusError(err)
 	}
 	b.done(pipeline.OnDefineDomain, call, warnings)
 	return out, nil
@@ -113,7 +113,7 @@ func (b *Binding) PreCloudInitIso(ctx context.Context, vmiJSON, cloudInitData, n
 	}
 	data, source, warnings, err := call.PreCloudInitIso(ctx, cloudInitData, noCloudSource, b.wait)
 	if err != nil {
-		return nil, nil, hooks.StatusError(err)
+		return nil, nil, statusError(err)
 	}
 	b.done(pipeline.PreCloudInitIso, call, warnings)
 	return data, source, nil
@@ -122,7 +122,7 @@ func (b *Binding) PreCloudInitIso(ctx context.Context, vmiJSON, cloudInitData, n
 func (b *Binding) newCall(vmiJSON []byte) (*pipeline.Call, error) {
 	vmi, err := pipeline.DecodeVMI(vmiJSON)
 	if err != nil {
-		return nil, hooks.StatusError(hooks.InvalidVMI(err))
+		return nil, statusError(&vmiError{err})
 	}
 	return pipeline.NewCall(vmi, b.cfg.Options), nil
 }

@@ -14,9 +14,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/hooks/grpcwire"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 )
@@ -111,16 +112,16 @@ func TestBinding_BadInput_ErrorCodes(t *testing.T) {
 		annotations map[string]string
 		vmi         string
 		call        string
-		code        grpcwire.Code
+		code        codes.Code
 		want        []string
 	}{
-		{"truncated VMI JSON", annotations, `{"spec":`, "cloud-init", grpcwire.InvalidArgument, []string{"decode VMI JSON"}},
-		{"VMI JSON for domain", annotations, `[]`, "domain", grpcwire.InvalidArgument, []string{"decode VMI JSON"}},
-		{"data never arrives", map[string]string{}, string(vmi), "cloud-init", grpcwire.DeadlineExceeded,
+		{"truncated VMI JSON", annotations, `{"spec":`, "cloud-init", codes.InvalidArgument, []string{"decode VMI JSON"}},
+		{"VMI JSON for domain", annotations, `[]`, "domain", codes.InvalidArgument, []string{"decode VMI JSON"}},
+		{"data never arrives", map[string]string{}, string(vmi), "cloud-init", codes.DeadlineExceeded,
 			[]string{"PreCloudInitIso: waited", "sriov-l2", "sriov-localnet", "tenant-a/l2-secondary"}},
-		{"device-info never arrives", withoutDeviceInfo(annotations), string(vmi), "domain", grpcwire.DeadlineExceeded,
+		{"device-info never arrives", withoutDeviceInfo(annotations), string(vmi), "domain", codes.DeadlineExceeded,
 			[]string{"OnDefineDomain: waited", "sriov-l2"}},
-		{"malformed network-status fails at once", with(annotations, "k8s.v1.cni.cncf.io/network-status", `[{"name":`), string(vmi), "cloud-init", grpcwire.FailedPrecondition,
+		{"malformed network-status fails at once", with(annotations, "k8s.v1.cni.cncf.io/network-status", `[{"name":`), string(vmi), "cloud-init", codes.FailedPrecondition,
 			[]string{"k8s.v1.cni.cncf.io/network-status"}},
 	}
 	for _, tc := range tests {
@@ -134,11 +135,11 @@ func TestBinding_BadInput_ErrorCodes(t *testing.T) {
 				_, err = b.OnDefineDomain(context.Background(), []byte(tc.vmi), []byte("<domain><devices></devices></domain>"))
 			}
 			require.Error(t, err)
-			assert.Equal(t, tc.code, grpcwire.CodeOf(err), err.Error())
+			assert.Equal(t, tc.code, status.Code(err), err.Error())
 			for _, w := range tc.want {
 				assert.Contains(t, err.Error(), w)
 			}
-			if tc.code == grpcwire.FailedPrecondition {
+			if tc.code == codes.FailedPrecondition {
 				assert.Less(t, time.Since(start), 200*time.Millisecond, "a malformed source must not be waited out")
 			}
 		})

@@ -9,9 +9,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/domain"
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/hooks/grpcwire"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 )
 
@@ -70,7 +71,7 @@ func TestOnDefineDomain_ContextEnded_ReturnsItsErrorAndNoDomain(t *testing.T) {
 	out, err := b.OnDefineDomain(ctx, vmi, paddedDomain(64<<10))
 	require.Error(t, err)
 	assert.Nil(t, out)
-	assert.Equal(t, grpcwire.Canceled, grpcwire.CodeOf(err), "%v", err)
+	assert.Equal(t, codes.Canceled, status.Code(err), "%v", err)
 }
 
 // Issue 15 case 2: PreCloudInitIso after its deadline returns the deadline, not a result nobody reads.
@@ -83,5 +84,5 @@ func TestPreCloudInitIso_ContextEnded_ReturnsItsError(t *testing.T) {
 	data, _, err := b.PreCloudInitIso(ctx, vmi, []byte(noCloudInput), nil)
 	require.Error(t, err)
 	assert.Nil(t, data)
-	assert.Equal(t, grpcwire.DeadlineExceeded, grpcwire.CodeOf(err), "%v", err)
+	assert.Equal(t, codes.DeadlineExceeded, status.Code(err), "%v", err)
 }

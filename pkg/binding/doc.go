@@ -3,5 +3,5 @@
 // pipeline and logs its warnings; after a call it keeps the interface cache current in the background,
 // retrying failed writes with backoff. It must never decide what goes into the domain, the cloud-init
 // data or the cache (pkg/pipeline does), never fail a hook because of the cache, and never panic.
-// Called by cmd/sidecar (wiring) and, through the Handler interface, by pkg/hooks.
+// Called by cmd/sidecar (wiring). pkg/hooks calls it through the Handler interface, without importing it.
 package binding

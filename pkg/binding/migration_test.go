@@ -8,8 +8,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/hooks/grpcwire"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/migration"
 )
 
@@ -38,21 +39,21 @@ func TestBinding_OnDefineDomain_MigrationTarget_RefusedAtOnceWithReason(t *testi
 		name        string
 		annotations map[string]string // pod annotations (device-info)
 		vmi         []byte
-		wantCode    grpcwire.Code
+		wantCode    codes.Code
 	}{
-		{"target, device-info present", annotations, asMigrationTarget(t, vmi, nil), grpcwire.FailedPrecondition},
+		{"target, device-info present", annotations, asMigrationTarget(t, vmi, nil), codes.FailedPrecondition},
 		// The target's device-info may be late: the refusal must not wait for it.
-		{"target, device-info missing", withoutDeviceInfo(annotations), asMigrationTarget(t, vmi, nil), grpcwire.FailedPrecondition},
-		{"target with the re-plug opt-in", annotations, asMigrationTarget(t, vmi, map[string]string{migration.ReplugAnnotation: migration.ReplugValue}), grpcwire.OK},
-		{"first start", annotations, vmi, grpcwire.OK},
+		{"target, device-info missing", withoutDeviceInfo(annotations), asMigrationTarget(t, vmi, nil), codes.FailedPrecondition},
+		{"target with the re-plug opt-in", annotations, asMigrationTarget(t, vmi, map[string]string{migration.ReplugAnnotation: migration.ReplugValue}), codes.OK},
+		{"first start", annotations, vmi, codes.OK},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newTestBinding(t, tc.annotations, nil)
 			start := time.Now()
 			out, err := b.OnDefineDomain(context.Background(), tc.vmi, domainXML)
-			assert.Equal(t, tc.wantCode, grpcwire.CodeOf(err), "%v", err)
-			if tc.wantCode != grpcwire.OK {
+			assert.Equal(t, tc.wantCode, status.Code(err), "%v", err)
+			if tc.wantCode != codes.OK {
 				assert.Less(t, time.Since(start), 100*time.Millisecond, "refused before any wait")
 				assert.Contains(t, err.Error(), "OnDefineDomain: live migration refused")
 				assert.Contains(t, err.Error(), "sriov-l2")

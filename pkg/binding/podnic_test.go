@@ -8,9 +8,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/hooks/grpcwire"
 )
 
 // sampleVMIWithPodNIC is the sample VMI with its pod-network interface rewritten by edit (a VMI as people
@@ -71,12 +72,12 @@ func TestPreCloudInitIso_PodNICWithoutMAC_DHCPMatchedByThePodInterfacesMAC(t *te
 
 func TestPreCloudInitIso_PodNICWithoutMAC_WaitsForThePodInterfacesMAC_ThenNamesIt(t *testing.T) {
 	annotations, _ := loadSample(t)
-	var status []map[string]any
-	require.NoError(t, json.Unmarshal([]byte(annotations[downwardapi.NetworkStatusAnnotation]), &status))
-	for _, st := range status {
+	var netStatus []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(annotations[downwardapi.NetworkStatusAnnotation]), &netStatus))
+	for _, st := range netStatus {
 		delete(st, "default") // no entry marked default
 	}
-	raw, err := json.Marshal(status)
+	raw, err := json.Marshal(netStatus)
 	require.NoError(t, err)
 	annotations[downwardapi.NetworkStatusAnnotation] = string(raw)
 	delete(annotations, downwardapi.PodNetworksAnnotation)
@@ -85,7 +86,7 @@ func TestPreCloudInitIso_PodNICWithoutMAC_WaitsForThePodInterfacesMAC_ThenNamesI
 	vmi := sampleVMIWithPodNIC(t, noMAC("masquerade"))
 	_, _, err = b.PreCloudInitIso(context.Background(), vmi, []byte(noCloudInput), nil)
 	require.Error(t, err)
-	assert.Equal(t, grpcwire.DeadlineExceeded, status_(err))
+	assert.Equal(t, codes.DeadlineExceeded, status.Code(err))
 	assert.Contains(t, err.Error(), "interface default (network default)")
 	assert.Contains(t, err.Error(), "(entry with default: true)")
 	assert.Contains(t, err.Error(), " mac")
@@ -112,7 +113,7 @@ func TestPreCloudInitIso_PodNICOfAnotherPluginWithoutMAC_RefusedAtOnceWithTheRea
 	})
 	_, _, err := b.PreCloudInitIso(context.Background(), vmi, []byte(noCloudInput), nil)
 	require.Error(t, err)
-	assert.Equal(t, grpcwire.FailedPrecondition, status_(err))
+	assert.Equal(t, codes.FailedPrecondition, status.Code(err))
 	for _, want := range []string{`interface "default"`, `binding "passt"`, "libvirt", "set macAddress", "networkData"} {
 		assert.Contains(t, err.Error(), want)
 	}
@@ -166,4 +167,4 @@ func TestPreCloudInitIso_OnLinkRoutesFromOVNK_Accepted(t *testing.T) {
 	}
 }
 
-func status_(err error) grpcwire.Code { return grpcwire.CodeOf(err) }
+func status_(err error) codes.Code { return status.Code(err) }

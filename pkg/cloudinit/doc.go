@@ -6,7 +6,7 @@
 // means is one table (formats.go). It must never build YAML/JSON from strings,
 // emit forms cloud-init 22.4.2 mis-renders, or panic on input. Encoding: JSON (valid YAML, every string
 // quoted) for what we render (jsonwrite.go); go.yaml.in/yaml/v3 nodes with double-quoted strings when
-// merging into the user's YAML, to keep it as PyYAML reads it (yaml.go). Called by pkg/pipeline, which
-// runs its steps once per PreCloudInitIso: DecodeInput, WithPodNIC, Input.Plan, Input.ParseNetworkData,
+// merging into the user's YAML, to keep it as PyYAML reads it (yaml.go). Called by pkg/pipeline only. It
+// runs the steps once per PreCloudInitIso: DecodeInput, WithPodNIC, Input.Plan, Input.ParseNetworkData,
 // Input.Merge (Apply runs them in one call).
 package cloudinit

@@ -1,5 +1,5 @@
 // Package domain wires each VF bound to our binding into the libvirt domain XML that virt-launcher
 // hands to OnDefineDomain, as a <hostdev> with alias "ua-sriov-<iface>" built with libvirtxml and
 // spliced into <devices>. It must never change a byte outside the hostdevs it owns, never duplicate
-// one, and never panic on hostile XML. Called by pkg/pipeline (Call.OnDefineDomain, and the render report).
+// one, and never panic on hostile XML. Called by pkg/pipeline only (Call.OnDefineDomain, and the render report).
 package domain

@@ -2,15 +2,19 @@ package hooks
 
 import (
 	"context"
+
+	"kubevirt.io/kubevirt/pkg/hooks/info"
+	hooksv1alpha2 "kubevirt.io/kubevirt/pkg/hooks/v1alpha2"
+	hooksv1alpha3 "kubevirt.io/kubevirt/pkg/hooks/v1alpha3"
 )
 
 // Versions returns the Callbacks versions served, newest first: virt-launcher picks the newest it
 // knows (pkg/hooks/manager.go processSideCarSocket).
-func Versions() []string { return []string{versionV1alpha3, versionV1alpha2} }
+func Versions() []string { return []string{hooksv1alpha3.Version, hooksv1alpha2.Version} }
 
 // HookPoints returns the hook points the sidecar subscribes to.
 func HookPoints() []string {
-	return []string{hookPointOnDefineDomain, hookPointPreCloudInitIso, hookPointShutdown}
+	return []string{info.OnDefineDomainHookPointName, info.PreCloudInitIsoHookPointName, info.ShutdownHookPointName}
 }
 
 type infoServer struct {
@@ -18,52 +22,72 @@ type infoServer struct {
 }
 
 // Info answers at once and never touches data: virt-launcher gives it one second and aborts (the
-// pod fails) on any error (manager.go processSideCarSocket, kubevirt issue #1696). Its request
-// (InfoParams) has no fields.
-func (s infoServer) Info(context.Context, []byte) ([]byte, error) {
-	return encodeInfoResult(s.name, HookPoints(), Versions()), nil
+// pod fails) on any error (manager.go processSideCarSocket, kubevirt issue #1696).
+func (s infoServer) Info(context.Context, *info.InfoParams) (*info.InfoResult, error) {
+	names := HookPoints()
+	points := make([]*info.HookPoint, 0, len(names))
+	for _, p := range names {
+		points = append(points, &info.HookPoint{Name: p})
+	}
+	return &info.InfoResult{Name: s.name, Versions: Versions(), HookPoints: points}, nil
 }
 
-// v1alpha3Server serves the Callbacks methods, v1alpha3 and v1alpha2 alike, with one Handler.
+// v1alpha3Server adapts the generated service to one Handler: it translates between KubeVirt's messages
+// and the Handler's byte slices, nothing else.
 type v1alpha3Server struct {
 	handler  Handler
 	shutdown func()
 }
 
-func (s v1alpha3Server) OnDefineDomain(ctx context.Context, msg []byte) ([]byte, error) {
-	p, err := decodeDomainRequest(msg)
-	if err != nil {
-		return nil, grpcError(&requestError{err})
-	}
-	out, err := s.handler.OnDefineDomain(ctx, p.vmi, p.domainXML)
+func (s v1alpha3Server) OnDefineDomain(ctx context.Context, p *hooksv1alpha3.OnDefineDomainParams) (*hooksv1alpha3.OnDefineDomainResult, error) {
+	out, err := s.handler.OnDefineDomain(ctx, p.GetVmi(), p.GetDomainXML())
 	if err != nil {
 		return nil, err
 	}
 	if len(out)+answerFramingBytes > MaxAnswerBytes {
 		return nil, answerTooLarge("OnDefineDomain", "domain XML", len(out))
 	}
-	return encodeBytesMessage(bytesField{fieldDomainXML, out}), nil
+	return &hooksv1alpha3.OnDefineDomainResult{DomainXML: out}, nil
 }
 
-func (s v1alpha3Server) PreCloudInitIso(ctx context.Context, msg []byte) ([]byte, error) {
-	p, err := decodeCloudInitRequest(msg)
-	if err != nil {
-		return nil, grpcError(&requestError{err})
-	}
-	data, source, err := s.handler.PreCloudInitIso(ctx, p.vmi, p.cloudInitData, nil)
+func (s v1alpha3Server) PreCloudInitIso(ctx context.Context, p *hooksv1alpha3.PreCloudInitIsoParams) (*hooksv1alpha3.PreCloudInitIsoResult, error) {
+	data, source, err := s.handler.PreCloudInitIso(ctx, p.GetVmi(), p.GetCloudInitData(), p.GetCloudInitNoCloudSource())
 	if err != nil {
 		return nil, err
 	}
 	if source, err = fitAnswer("PreCloudInitIso", data, source); err != nil {
 		return nil, err
 	}
-	return encodeBytesMessage(bytesField{fieldNoCloudSource, source}, bytesField{fieldCloudInitData, data}), nil
+	return &hooksv1alpha3.PreCloudInitIsoResult{CloudInitData: data, CloudInitNoCloudSource: source}, nil
 }
 
 // Shutdown asks the server to stop and returns at once; the stop itself waits for this call to
 // finish. A second call, or one after a signal, is harmless (unlike passt's blocking channel send).
-// Its request and answer (ShutdownParams, ShutdownResult) have no fields.
-func (s v1alpha3Server) Shutdown(context.Context, []byte) ([]byte, error) {
+func (s v1alpha3Server) Shutdown(context.Context, *hooksv1alpha3.ShutdownParams) (*hooksv1alpha3.ShutdownResult, error) {
 	s.shutdown()
-	return nil, nil
+	return &hooksv1alpha3.ShutdownResult{}, nil
+}
+
+// v1alpha2Server serves v1alpha2 by handing each call to the v1alpha3 server: the two versions carry the
+// same fields for the hooks we serve, and v1alpha2 has no Shutdown.
+type v1alpha2Server struct {
+	v3 v1alpha3Server
+}
+
+func (s v1alpha2Server) OnDefineDomain(ctx context.Context, p *hooksv1alpha2.OnDefineDomainParams) (*hooksv1alpha2.OnDefineDomainResult, error) {
+	res, err := s.v3.OnDefineDomain(ctx, &hooksv1alpha3.OnDefineDomainParams{Vmi: p.GetVmi(), DomainXML: p.GetDomainXML()})
+	if err != nil {
+		return nil, err
+	}
+	return &hooksv1alpha2.OnDefineDomainResult{DomainXML: res.GetDomainXML()}, nil
+}
+
+func (s v1alpha2Server) PreCloudInitIso(ctx context.Context, p *hooksv1alpha2.PreCloudInitIsoParams) (*hooksv1alpha2.PreCloudInitIsoResult, error) {
+	res, err := s.v3.PreCloudInitIso(ctx, &hooksv1alpha3.PreCloudInitIsoParams{
+		Vmi: p.GetVmi(), CloudInitData: p.GetCloudInitData(), CloudInitNoCloudSource: p.GetCloudInitNoCloudSource(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &hooksv1alpha2.PreCloudInitIsoResult{CloudInitData: res.GetCloudInitData(), CloudInitNoCloudSource: res.GetCloudInitNoCloudSource()}, nil
 }

@@ -8,36 +8,39 @@ import (
 	"path"
 	"runtime/debug"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
-// method is one served gRPC method: it decodes its request message, runs the hook and encodes the answer.
-type method func(ctx context.Context, req []byte) ([]byte, error)
-
-// recoverCall turns a panic in a method into an Internal error: the pod has restartPolicy Never, so a
-// crashed sidecar is never restarted and the VM would fail.
-func recoverCall(logger *slog.Logger, fullMethod string, next method) method {
-	return func(ctx context.Context, req []byte) (resp []byte, err error) {
+// recoverInterceptor turns a panic in any handler into a gRPC Internal error: the pod has
+// restartPolicy Never, so a crashed sidecar is never restarted and the VM would fail.
+func recoverInterceptor(logger *slog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
 		defer func() {
 			if r := recover(); r != nil {
-				logger.Error("panic in hook call", "method", fullMethod, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-				resp, err = nil, grpcError(fmt.Errorf("%s: internal error: %v", path.Base(fullMethod), r))
+				logger.Error("panic in hook call", "method", info.FullMethod, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+				resp, err = nil, status.Errorf(codes.Internal, "%s: internal error: %v", path.Base(info.FullMethod), r)
 			}
 		}()
-		return next(ctx, req)
+		return handler(ctx, req)
 	}
 }
 
-// logCall writes one line per call: method, version, duration and outcome. The outcome is what the
-// client got: a call whose context ended (deadline passed, client gone) is reported as such, and
-// returns the context's status even when the handler finished without error, since virt-launcher has
-// stopped waiting for it (issue 15: a handler that ran 9.6 s past a 2 s deadline logged "ok").
-func logCall(logger *slog.Logger, fullMethod string, next method) method {
-	return func(ctx context.Context, req []byte) ([]byte, error) {
+// logInterceptor writes one line per call: method, version, duration and outcome. The outcome is
+// what the client got: a call whose context ended (deadline passed, client gone) is reported as
+// such, and returns the context's status even when the handler finished without error, since
+// virt-launcher has stopped waiting for it (a handler that ran 9.6 s past a 2 s deadline once logged
+// "ok"). It also marks the call as served, for the refusal log (refused.go).
+func logInterceptor(logger *slog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		markServed(ctx)
 		start := time.Now()
-		resp, err := next(ctx, req)
+		resp, err := handler(ctx, req)
 		attrs := []any{
-			"hook", path.Base(fullMethod),
-			"service", path.Dir(fullMethod),
+			"hook", path.Base(info.FullMethod),
+			"service", path.Dir(info.FullMethod),
 			"duration", time.Since(start),
 		}
 		outcome := "ok"
@@ -47,7 +50,7 @@ func logCall(logger *slog.Logger, fullMethod string, next method) method {
 				outcome = "deadline exceeded"
 			}
 			if err == nil {
-				resp, err = nil, grpcError(ctxErr)
+				resp, err = nil, status.FromContextError(ctxErr).Err()
 			}
 		} else if err != nil {
 			outcome = "error"

@@ -9,7 +9,20 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/pipeline"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/hooks/pluginv1alpha1"
+)
+
+// Invocation contexts virt-launcher v1.9.0 sends in MutateDomainRequest.sidecar_context
+// (kubevirt.io/api plugin/v1alpha1 types.go InvocationContext), and the one domain type it sends
+// (virtwrap/plugins/sidecar.go).
+const (
+	InvocationContextBoot            = "Boot"
+	InvocationContextMigrationTarget = "MigrationTarget"
+	DomainTypeLibvirt                = "libvirt"
 )
 
 // DefaultPluginWait bounds how long a Boot MutateDomain waits for DownwardAPI data. virt-launcher v1.9.0
@@ -36,6 +49,8 @@ type PluginConfig struct {
 	Wait        time.Duration
 	Logger      *slog.Logger
 	StopTimeout time.Duration
+	// Budget is the process's request budget, shared with the hook server (see Config.Budget).
+	Budget *Budget
 }
 
 // NewPlugin builds a Server for KubeVirt's Plugin API DomainHookService (VEP-190, v1.9.0 Alpha, gate
@@ -58,13 +73,15 @@ func NewPlugin(cfg PluginConfig) (*Server, error) {
 		Name:        "sriov-udn-binding plugin",
 		Logger:      cfg.Logger,
 		StopTimeout: cfg.StopTimeout,
-	}, func(s *Server) map[string]method {
-		return map[string]method{methodMutateDomain: domainHookServer{mutator: cfg.Mutator, wait: cfg.Wait, log: s.log}.MutateDomain}
+		Budget:      cfg.Budget,
+	}, func(s *Server, g *grpc.Server) {
+		pluginv1alpha1.RegisterDomainHookServiceServer(g, domainHookServer{mutator: cfg.Mutator, wait: cfg.Wait, log: s.log})
 	})
 }
 
 // domainHookServer adapts DomainHookService to the DomainMutator.
 type domainHookServer struct {
+	pluginv1alpha1.UnimplementedDomainHookServiceServer
 	mutator DomainMutator
 	wait    time.Duration
 	log     *slog.Logger
@@ -75,26 +92,25 @@ type domainHookServer struct {
 // the step replaces our hostdevs by alias, so both paths together leave one per VF. Any other context
 // (MigrationTarget: live-migration-target.go) gets the domain back unchanged at once: the target's VFs are
 // KubeVirt's to re-attach (DESIGN.md 4b).
-func (s domainHookServer) MutateDomain(ctx context.Context, msg []byte) ([]byte, error) {
-	req, err := decodeMutateRequest(msg)
-	if err != nil {
-		return nil, grpcError(&requestError{err})
+func (s domainHookServer) MutateDomain(ctx context.Context, req *pluginv1alpha1.MutateDomainRequest) (*pluginv1alpha1.MutateDomainResponse, error) {
+	if invocation := req.GetSidecarContext().GetInvocationContext(); invocation != InvocationContextBoot {
+		s.log.Debug("domain passed through", "hook", "MutateDomain", "invocationContext", invocation)
+		return &pluginv1alpha1.MutateDomainResponse{Domain: req.GetDomain()}, nil
 	}
-	if req.invocationContext != InvocationContextBoot {
-		s.log.Debug("domain passed through", "hook", "MutateDomain", "invocationContext", req.invocationContext)
-		return encodeBytesMessage(bytesField{fieldMutateResponseDomain, req.domain}), nil
-	}
-	if req.domainType != DomainTypeLibvirt {
-		return nil, grpcError(&pipeline.Error{Hook: "MutateDomain", Kind: pipeline.InvalidInput,
-			Err: fmt.Errorf("request field domain_type from virt-launcher is %q, want %q", req.domainType, DomainTypeLibvirt)})
+	if req.GetDomainType() != DomainTypeLibvirt {
+		return nil, status.Errorf(codes.InvalidArgument, "MutateDomain: request field domain_type from virt-launcher is %q, want %q",
+			req.GetDomainType(), DomainTypeLibvirt)
 	}
 	ctx, cancel := context.WithDeadline(ctx, pluginDeadline(ctx, time.Now(), s.wait))
 	defer cancel()
-	out, err := s.mutator.OnDefineDomain(ctx, req.vmi, req.domain)
+	out, err := s.mutator.OnDefineDomain(ctx, req.GetVmi(), req.GetDomain())
 	if err != nil {
 		return nil, err
 	}
-	return encodeBytesMessage(bytesField{fieldMutateResponseDomain, out}), nil
+	if len(out)+answerFramingBytes > MaxAnswerBytes {
+		return nil, answerTooLarge("MutateDomain", "domain", len(out))
+	}
+	return &pluginv1alpha1.MutateDomainResponse{Domain: out}, nil
 }
 
 // pluginDeadline is when a Boot call stops waiting: wait after now, and never later than a margin before

@@ -2,7 +2,6 @@ package hooks
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -14,7 +13,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/hooks/pluginv1alpha1"
 )
 
 // countingMutator appends a marker to the domain and counts its calls; a ctx that ends first wins.
@@ -27,7 +27,7 @@ func (m *countingMutator) OnDefineDomain(ctx context.Context, _, domainXML []byt
 	m.calls.Add(1)
 	if m.block {
 		<-ctx.Done()
-		return nil, grpcError(ctx.Err())
+		return nil, status.FromContextError(ctx.Err()).Err()
 	}
 	return append(append([]byte{}, domainXML...), "<!--mutated-->"...), nil
 }
@@ -49,42 +49,16 @@ func startPlugin(t *testing.T, m DomainMutator, wait time.Duration) *grpc.Client
 	return conn
 }
 
-// rawCodec passes message bytes through grpc-go's client unchanged: the root module pins KubeVirt
-// v1.8, which has no Plugin API stubs, so these requests are built with protowire from the field numbers
-// of v1.9.0's pkg/hooks/plugins/v1alpha1/api.proto; test/plugin drives the same server with v1.9.0's own
-// client (ApplyDomainHooks).
-type rawCodec struct{}
-
-func (rawCodec) Marshal(v any) ([]byte, error) { return *v.(*[]byte), nil }
-func (rawCodec) Unmarshal(data []byte, v any) error {
-	*v.(*[]byte) = append([]byte(nil), data...)
-	return nil
-}
-func (rawCodec) Name() string { return "proto" }
-
-// mutate sends MutateDomainRequest{domain_type, domain "<domain/>", vmi "{}", sidecar_context{invocation}}
-// and returns MutateDomainResponse.domain.
+// mutate calls MutateDomain with domain "<domain/>" and VMI "{}" through the generated client; test/plugin
+// drives the same server with KubeVirt v1.9.0's own client (ApplyDomainHooks).
 func mutate(ctx context.Context, conn *grpc.ClientConn, domainType, invocation string) ([]byte, error) {
-	sidecarContext := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), []byte(invocation))
-	var req []byte
-	for num, v := range [][]byte{nil, []byte(domainType), []byte("<domain/>"), []byte("{}"), sidecarContext} {
-		if num > 0 {
-			req = protowire.AppendBytes(protowire.AppendTag(req, protowire.Number(num), protowire.BytesType), v)
-		}
-	}
-	var resp []byte
-	if err := conn.Invoke(ctx, "/kubevirt.hooks.plugins.v1alpha1.DomainHookService/MutateDomain", &req, &resp, grpc.ForceCodec(rawCodec{})); err != nil {
-		return nil, err
-	}
-	num, typ, n := protowire.ConsumeTag(resp)
-	if n < 0 || num != 1 || typ != protowire.BytesType {
-		return nil, fmt.Errorf("MutateDomainResponse %q: want field 1, bytes", resp)
-	}
-	domain, m := protowire.ConsumeBytes(resp[n:])
-	if m < 0 || n+m != len(resp) {
-		return nil, fmt.Errorf("MutateDomainResponse %q: malformed", resp)
-	}
-	return domain, nil
+	res, err := pluginv1alpha1.NewDomainHookServiceClient(conn).MutateDomain(ctx, &pluginv1alpha1.MutateDomainRequest{
+		DomainType:     domainType,
+		Domain:         []byte("<domain/>"),
+		Vmi:            []byte("{}"),
+		SidecarContext: &pluginv1alpha1.SidecarContext{InvocationContext: invocation},
+	})
+	return res.GetDomain(), err
 }
 
 func TestMutateDomain_BootRunsTheDomainStep_OtherContextsEcho(t *testing.T) {

@@ -1,7 +1,6 @@
 package hooks
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,7 +14,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/hooks/grpcwire"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+	"kubevirt.io/kubevirt/pkg/hooks/info"
+	hooksv1alpha2 "kubevirt.io/kubevirt/pkg/hooks/v1alpha2"
+	hooksv1alpha3 "kubevirt.io/kubevirt/pkg/hooks/v1alpha3"
 )
 
 // maxSocketPath is the usable length of sockaddr_un.sun_path on Linux (108 bytes with the NUL).
@@ -36,20 +39,24 @@ type Config struct {
 	Logger     *slog.Logger
 	// StopTimeout bounds the graceful stop; 0 means DefaultStopTimeout.
 	StopTimeout time.Duration
+	// Budget bounds the bytes requests hold; servers of one process share one (NewBudget). Nil: the server
+	// gets one of its own.
+	Budget *Budget
 
-	// maxRequestBytes replaces MaxRequestBytes when set (tests: a smaller limit is cheaper to cross).
-	maxRequestBytes int
+	// limits replaces DefaultLimits when set (tests: smaller limits are cheaper to cross).
+	limits *Limits
 }
 
-// Server serves Info and the Callbacks services on a unix socket.
+// Server serves Info and the Callbacks services (or, built by NewPlugin, the Plugin API's domain hook) on
+// a unix socket, with grpc-go.
 type Server struct {
-	cfg  Config
-	path string
-	log  *slog.Logger
+	cfg    Config
+	limits Limits
+	path   string
+	log    *slog.Logger
 
-	rpc     *grpcwire.Server
-	methods map[string]method
-	ln      net.Listener
+	grpc *grpc.Server
+	ln   net.Listener
 	// sock is the socket file this process created: at exit it removes the path only if that is
 	// still this file (another instance may have replaced it).
 	sock os.FileInfo
@@ -61,7 +68,7 @@ type Server struct {
 	stopCh   chan struct{}
 }
 
-// New validates cfg and builds a Server; it does not touch the file system.
+// New validates cfg and builds a Server for the hook protocol; it does not touch the file system.
 func New(cfg Config) (*Server, error) {
 	if cfg.Handler == nil {
 		return nil, errors.New("hooks: no handler configured")
@@ -69,24 +76,17 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Name == "" {
 		return nil, errors.New("hooks: empty hook name")
 	}
-	return newServer(cfg, func(s *Server) map[string]method {
-		info := infoServer{name: cfg.Name}
+	return newServer(cfg, func(s *Server, g *grpc.Server) {
+		info.RegisterInfoServer(g, infoServer{name: cfg.Name})
 		v3 := v1alpha3Server{handler: cfg.Handler, shutdown: s.Stop}
-		return map[string]method{
-			methodInfo:              info.Info,
-			methodV3OnDefineDomain:  v3.OnDefineDomain,
-			methodV3PreCloudInitIso: v3.PreCloudInitIso,
-			methodV3Shutdown:        v3.Shutdown,
-			// v1alpha2 carries the same fields for the hooks we serve, and has no Shutdown.
-			methodV2OnDefineDomain:  v3.OnDefineDomain,
-			methodV2PreCloudInitIso: v3.PreCloudInitIso,
-		}
+		hooksv1alpha3.RegisterCallbacksServer(g, v3)
+		hooksv1alpha2.RegisterCallbacksServer(g, v1alpha2Server{v3: v3})
 	})
 }
 
 // newServer checks the socket settings and builds a Server whose services register adds: the socket
-// lifecycle, interceptors and stop are the same for the hook protocol and the Plugin API.
-func newServer(cfg Config, register func(*Server) map[string]method) (*Server, error) {
+// lifecycle, limits, interceptors and stop are the same for the hook protocol and the Plugin API.
+func newServer(cfg Config, register func(*Server, *grpc.Server)) (*Server, error) {
 	if err := validateSocketName(cfg.SocketName); err != nil {
 		return nil, err
 	}
@@ -104,19 +104,55 @@ func newServer(cfg Config, register func(*Server) map[string]method) (*Server, e
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	limits := DefaultLimits()
+	if cfg.limits != nil {
+		limits = *cfg.limits
+	}
+	if cfg.Budget == nil {
+		cfg.Budget = NewBudget(limits, logger)
+	}
 	life, endLife := context.WithCancel(context.Background())
-	s := &Server{cfg: cfg, path: path, log: logger, life: life, endLife: endLife, stopCh: make(chan struct{})}
-	limit := cmp.Or(cfg.maxRequestBytes, MaxRequestBytes)
-	s.rpc = grpcwire.NewServer(grpcwire.Config{
-		Handler: s.dispatch,
-		// Sized for the largest legal request (limits.go); a larger one is refused from its length prefix.
-		MaxRecvMsgSize: limit,
-		// A client that connects and stays silent is dropped after this long instead of gRPC's 120 s.
-		HandshakeTimeout: cfg.StopTimeout,
-		OnRefused:        refusedLogger{log: logger, limit: limit}.refused,
-	})
-	s.methods = register(s)
+	s := &Server{cfg: cfg, limits: limits, path: path, log: logger, life: life, endLife: endLife, stopCh: make(chan struct{})}
+	s.grpc = grpc.NewServer(s.serverOptions()...)
+	register(s, s.grpc)
 	return s, nil
+}
+
+// serverOptions are grpc-go's settings for a peer that may be hostile: the socket is shared with the
+// compute container, and with restartPolicy Never an out-of-memory kill is never undone. docs/design.md
+// "Transport limits" gives the bound they add up to.
+func (s *Server) serverOptions() []grpc.ServerOption {
+	l := s.limits
+	return []grpc.ServerOption{
+		grpc.ForceServerCodecV2(newRequestCodec(l)),
+		grpc.MaxRecvMsgSize(l.RequestBytes),
+		grpc.MaxSendMsgSize(MaxAnswerBytes + answerFramingBytes),
+		grpc.MaxConcurrentStreams(l.StreamsPerConnection),
+		grpc.MaxHeaderListSize(l.HeaderListBytes),
+		// Every stream reserves its share of the process-wide budget before any of its data is read, and a
+		// request that does not arrive in time is cancelled (budget.go).
+		grpc.InTapHandle(s.cfg.Budget.tap),
+		// A client that connects and stays silent is dropped after this long instead of gRPC's 120 s;
+		// grpc-go's stop waits for connections in their handshake, so this also bounds a stop.
+		grpc.ConnectionTimeout(l.Handshake),
+		// PINGs more often than MinTime, or with no call open, end the connection (GOAWAY too_many_pings).
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: l.PingMinInterval}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionIdle:     l.ConnectionIdle,
+			MaxConnectionAge:      l.ConnectionAge,
+			MaxConnectionAgeGrace: l.ConnectionAgeGrace,
+		}),
+		// Static windows: no BDP pings. gRPC still opens a stream's window to the announced message size
+		// as it reads it (transport requestRead), so this bounds nothing by itself; the budget does.
+		grpc.InitialWindowSize(l.Window),
+		grpc.InitialConnWindowSize(l.Window),
+		// One connection per call (virt-launcher's manager dials each time): a shared write buffer is
+		// returned to the pool between writes instead of staying with an idle connection.
+		grpc.SharedWriteBuffer(true),
+		grpc.StatsHandler(&refusedLogger{log: s.log}),
+		// The log line sees what the client got; a panic anywhere below is an Internal error.
+		grpc.ChainUnaryInterceptor(logInterceptor(s.log), recoverInterceptor(s.log), s.cfg.Budget.interceptor, s.lifeInterceptor),
+	}
 }
 
 func validateSocketName(name string) error {
@@ -165,7 +201,7 @@ func (s *Server) Listen() error {
 		return fmt.Errorf("hooks: chmod socket %q: %w", s.path, err)
 	}
 	s.sock = sock
-	s.ln = ln
+	s.ln = s.cfg.Budget.listener(ln)
 	s.log.Info("listening", "socket", s.path)
 	return nil
 }
@@ -209,7 +245,7 @@ func (s *Server) Serve() error {
 		return errors.New("hooks: Serve called before Listen")
 	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- s.rpc.Serve(s.ln) }()
+	go func() { serveErr <- s.grpc.Serve(s.ln) }()
 
 	var err error
 	select {
@@ -247,10 +283,14 @@ func (s *Server) removeOwnSocket() error {
 	return nil
 }
 
+// gracefulStop lets calls in flight finish (their contexts are already cancelled: endLife) for up to
+// StopTimeout, then closes every connection (a peer that stopped reading holds a graceful stop for
+// ever). grpc-go's stop also waits for connections still in their handshake (server.go stop: serveWG),
+// at most Limits.Handshake.
 func (s *Server) gracefulStop() {
 	done := make(chan struct{})
 	go func() {
-		s.rpc.GracefulStop()
+		s.grpc.GracefulStop()
 		close(done)
 	}()
 	timer := time.NewTimer(s.cfg.StopTimeout)
@@ -259,7 +299,7 @@ func (s *Server) gracefulStop() {
 	case <-done:
 	case <-timer.C:
 		s.log.Warn("graceful stop timed out, closing connections", "timeout", s.cfg.StopTimeout)
-		s.rpc.Stop()
+		s.grpc.Stop()
 		<-done
 	}
 }
@@ -269,24 +309,12 @@ func (s *Server) Stop() {
 	s.stopOnce.Do(func() { close(s.stopCh) })
 }
 
-// dispatch serves one call: the method's decoding, handler and encoding, inside the interceptors (log,
-// recover, life).
-func (s *Server) dispatch(ctx context.Context, fullMethod string, req []byte) ([]byte, error) {
-	m, ok := s.methods[fullMethod]
-	if !ok {
-		return nil, grpcwire.Errorf(grpcwire.Unimplemented, "unknown method %s", fullMethod)
-	}
-	return logCall(s.log, fullMethod, recoverCall(s.log, fullMethod, s.lifeCall(m)))(ctx, req)
-}
-
-// lifeCall cancels a call's context when the server stops, so a handler waiting for DownwardAPI data
-// gives up instead of holding the graceful stop.
-func (s *Server) lifeCall(next method) method {
-	return func(ctx context.Context, req []byte) ([]byte, error) {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		stop := context.AfterFunc(s.life, cancel)
-		defer stop()
-		return next(ctx, req)
-	}
+// lifeInterceptor cancels a call's context when the server stops, so a handler waiting for DownwardAPI
+// data gives up instead of holding the graceful stop.
+func (s *Server) lifeInterceptor(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(s.life, cancel)
+	defer stop()
+	return handler(ctx, req)
 }

@@ -38,7 +38,7 @@ type running struct {
 func startServer(t *testing.T, h Handler) *running {
 	t.Helper()
 	dir := shortTempDir(t)
-	srv, err := New(Config{SocketDir: dir, SocketName: "t.sock", Name: "sriov-udn-binding", Handler: h, StopTimeout: 2 * time.Second})
+	srv, err := New(Config{SocketDir: dir, SocketName: "t.sock", Name: "sriov-udn-binding", Handler: h, StopTimeout: 2 * time.Second, limits: quickHandshake()})
 	require.NoError(t, err)
 	require.NoError(t, srv.Listen())
 	done := make(chan error, 1)
@@ -50,6 +50,14 @@ func startServer(t *testing.T, h Handler) *running {
 		srv.Stop()
 	})
 	return &running{srv: srv, conn: conn, done: done}
+}
+
+// quickHandshake is DefaultLimits with a handshake timeout well under the tests' 2 s stop timeout: grpc-go's
+// stop waits for connections in their handshake up to it.
+func quickHandshake() *Limits {
+	l := DefaultLimits()
+	l.Handshake = 500 * time.Millisecond
+	return &l
 }
 
 func (r *running) waitStopped(t *testing.T) {
@@ -135,8 +143,9 @@ func TestCallbacks_BothVersionsPassThroughUnchanged(t *testing.T) {
 			gotData, gotLegacy, err := c.preCloudInitIso(ctx, []byte("{}"), data, legacy)
 			require.NoError(t, err)
 			assert.Equal(t, data, gotData)
-			// The request's legacy copy is skipped by the request decoder (wire.go): virt-launcher reads an
-			// answer's echo only when CloudInitData has no UserData (manager.go preCloudInitIsoValidateResult).
+			// The request's legacy copy is not decoded (codec.go): virt-launcher reads an answer's copy only when
+			// CloudInitData has no UserData (manager.go preCloudInitIsoValidateResult), and pkg/cloudinit builds
+			// ours from CloudInitData.
 			assert.Empty(t, gotLegacy)
 		})
 	}
@@ -331,5 +340,5 @@ func TestStop_SilentClientConnected_StopsWithoutWaitingForIt(t *testing.T) {
 	start := time.Now()
 	r.srv.Stop()
 	r.waitStopped(t)
-	assert.Less(t, time.Since(start), r.srv.cfg.StopTimeout, "the silent connection held the stop")
+	assert.Less(t, time.Since(start), r.srv.cfg.StopTimeout, "the silent connection held the stop past its handshake limit")
 }

@@ -59,7 +59,7 @@ func TestStartProcess_ReportsReadyOnceTheSocketAcceptsAndStopsOnSIGTERM(t *testi
 	// StartProcess gives the child only PATH; the helper needs its variable, so wrap it in env(1).
 	env, err := os.Executable()
 	require.NoError(t, err)
-	p, err := StartProcess("/usr/bin/env", []string{helperEnv + "=" + socket, env}, socket, true)
+	p, err := StartProcess("/usr/bin/env", []string{helperEnv + "=" + socket, env}, nil, socket, true)
 	require.NoError(t, err)
 	assert.Positive(t, p.Ready)
 	assert.Less(t, p.Ready, readyTimeout)
@@ -79,7 +79,7 @@ func TestStartProcess_ReportsReadyOnceTheSocketAcceptsAndStopsOnSIGTERM(t *testi
 
 func TestStartProcess_FailsWhenTheBinaryExitsBeforeListening(t *testing.T) {
 	socket := filepath.Join(t.TempDir(), "never.sock")
-	_, err := StartProcess("/bin/false", nil, socket, false)
+	_, err := StartProcess("/bin/false", nil, nil, socket, false)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "exited before listening")
 }
@@ -242,11 +242,16 @@ func TestWriteTable_ShowsEveryFigureAndRatio(t *testing.T) {
 			Ours: HookFigures{Total: Summary{N: 1000, P50Ms: 0.5, P99Ms: 1.5}, NoBenchGC: Summary{N: 970, P50Ms: 0.5, P99Ms: 1.2}},
 			Peer: HookFigures{Total: Summary{N: 1000, P50Ms: 0.4, P99Ms: 3}, NoBenchGC: Summary{N: 980, P50Ms: 0.4, P99Ms: 2.4}},
 		},
-		Swap:   SwapLatency{Waited: 500, FromWrite: Summary{N: 500, P50Ms: 1, P99Ms: 3}},
-		Render: []RenderResult{{Interfaces: 64, AnnotationBytes: 256 << 10, Total: Summary{P50Ms: 2, P99Ms: 4}}},
-		Notes:  []string{"a note"},
+		Swap:    SwapLatency{Waited: 500, FromWrite: Summary{N: 500, P50Ms: 1, P99Ms: 3}},
+		Render:  []RenderResult{{Interfaces: 64, AnnotationBytes: 256 << 10, Total: Summary{P50Ms: 2, P99Ms: 4}}},
+		Hostile: []HostileOutcome{{Name: "PING flood", PeakRSSKiB: 15 << 10, Alive: true}, {Name: "never", PeakRSSKiB: 1 << 10}},
+		Notes:   []string{"a note"},
 	}
+	r.Copies.Ours = CopiesResult{Copies: 4, Calls: 1000, IdlePSSKiB: 4 << 10, IdleAnonKiB: 2 << 10, AfterCallsPSSKiB: 8 << 10, AfterCallsAnonKiB: 5 << 10}
+	r.Copies.Peer = CopiesResult{Copies: 4, Calls: 1000, IdlePSSKiB: 10 << 10, IdleAnonKiB: 4 << 10, AfterCallsPSSKiB: 16 << 10, AfterCallsAnonKiB: 10 << 10}
 	r.ComputeRatios()
+	assert.Equal(t, 0.4, r.Ratios["copies_idle_pss"])
+	assert.Equal(t, 0.5, r.Ratios["copies_calls_anon"])
 	assert.Equal(t, 0.5, r.Ratios["size"])
 	assert.Equal(t, 0.5, r.Ratios["start_p50"])
 	assert.Equal(t, -1.0, r.Ratios["idle_anon"], "the peer's anon split is unset here")
@@ -259,7 +264,10 @@ func TestWriteTable_ShowsEveryFigureAndRatio(t *testing.T) {
 	require.NoError(t, r.WriteTable(&out))
 	for _, want := range []string{
 		"binary size", "10.0 MiB", "20.0 MiB", "start to socket ready (median of 20)", "9.00 ms",
-		"idle RSS after start", "12.0 MiB", "<= 0.5x peer", "<= 0.6x peer", "of which anon (private) / file (binary)", "1.0 / 11.0 MiB", "idle RSS after 1000 hook calls", "CPU ticks over 10 s idle",
+		"private memory (anon), idle, largest of 4 copies", "<= peer", "PSS per copy, 4 copies running, idle", "<= 0.5x peer",
+		"private memory (anon) after 1000 hook calls each, largest", "5.0 MiB", "10.0 MiB", "0.40",
+		"peak RSS, hostile peer: PING flood", "15.0 MiB", "peak RSS, hostile peer: never (DIED)",
+		"idle RSS after start", "12.0 MiB", "of which anon (private) / file (binary)", "1.0 / 11.0 MiB", "idle RSS after 1000 hook calls", "CPU ticks over 10 s idle",
 		"hook Info+OnDefineDomain p50/p99 (n=1000)", "1.00 / 4.00 ms", "2.00 / 4.00 ms", "0.50 / 1.00",
 		"hook Info+PreCloudInitIso p50/p99 (n=1000) (pass-through)", "0.50 / 1.50 ms", "0.40 / 3.00 ms", "1.25 / 0.50",
 		"rounds without GC in the bench (n=970/980)", "0.50 / 1.20 ms", "0.40 / 2.40 ms",

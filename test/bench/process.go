@@ -37,8 +37,9 @@ func (p *Process) Pid() int { return p.cmd.Process.Pid }
 // bench dials; should the dial land between bind and listen (Go's net.Listen does both in one
 // call, a window of microseconds) it retries in a tight loop without sleeping. With withLines the
 // sidecar's stderr lines are delivered on Lines; otherwise stderr goes to /dev/null so that no
-// reader in the bench competes with the start.
-func StartProcess(bin string, args []string, socket string, withLines bool) (*Process, error) {
+// reader in the bench competes with the start. env is added to a PATH-only environment (ours runs with the
+// image's settings, harness.ImageEnv; the peer with none, as KubeVirt's image sets none).
+func StartProcess(bin string, args, env []string, socket string, withLines bool) (*Process, error) {
 	if err := os.Remove(socket); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("remove stale socket %s: %w", socket, err)
 	}
@@ -52,7 +53,7 @@ func StartProcess(bin string, args []string, socket string, withLines bool) (*Pr
 	}
 
 	p := &Process{cmd: exec.Command(bin, args...), Socket: socket, exited: make(chan struct{})}
-	p.cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	p.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
 	var stderr io.ReadCloser
 	if withLines {
 		p.Lines = make(chan string, 4096)

@@ -3,6 +3,7 @@ package container
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,17 +15,17 @@ import (
 	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/harness"
 )
 
-// documentedLimit is the sidecar container's memory limit that README "Sizing" and manifests/README.md
-// recommend (supportContainerResources, type sidecar): 48Mi, with a request of 32Mi.
-const (
-	documentedLimit    = 48 << 20
-	documentedLimitArg = "48m"
-)
+// documentedLimit is the sidecar container's memory limit the docs and manifests recommend
+// (supportContainerResources, type sidecar): bench.MemoryLimitBytes.
+const documentedLimit = bench.MemoryLimitBytes
+
+var documentedLimitArg = strconv.Itoa(documentedLimit>>20) + "m"
 
 // The largest legal inputs (test/bench largest.go: 1 MiB of user networkData in each format and 1 MiB inputs
 // past the limits, 1 MiB of Secret user data in each worst case, 64 bound NICs, 256 KiB of annotations, three
 // OnDefineDomain calls with a domain filling a 4 MiB gRPC message, then the largest request of all: both
-// Secrets full of bytes JSON escapes to six, about 24 MiB on the wire) inside the container with the
+// Secrets full of bytes JSON escapes to six, about 24 MiB on the wire, received whole and refused before it is
+// decoded) inside the container with the
 // documented limit and no swap: the kernel's cgroup enforces it, the limit is never reached, and the sidecar
 // is not OOM-killed. The binary's own pages are dropped from the page cache
 // before the start, so every page it maps is charged to this container (the worst case: the first
@@ -73,7 +74,8 @@ func TestContainer_LargestLegalInputs_StayWithinTheDocumentedMemoryLimit(t *test
 	lr := res.LargestRequest
 	t.Logf("largest request inside the limit (%s, %d bytes before escaping): accepted=%v in %v, peak RSS %.1f MiB",
 		lr.Name, lr.Bytes, lr.Accepted, lr.Duration, mib(lr.PeakAfterKiB<<10))
-	require.True(t, lr.Accepted, "the largest legal request is answered inside the documented limit")
+	require.False(t, lr.Accepted, "the largest request is received and refused inside the documented limit, not decoded")
+	assert.Contains(t, lr.Error, "bytes the sidecar decodes")
 	// The figures must have been read: -1 would make every bound below hold by itself.
 	require.Positivef(t, after.PeakBytes, "the cgroup's %s was read", peakFile(cg))
 	assert.LessOrEqual(t, after.PeakBytes, int64(documentedLimit))

@@ -4,6 +4,10 @@ go 1.26.0
 
 // Pins from kubevirt.io/kubevirt@v1.9.0 go.mod (staging dirs mapped to released modules) and
 // k8s.io/kubernetes@v1.34.2 go.mod (./staging/src/k8s.io/X mapped to k8s.io/X v0.34.2). See DESIGN.md section 6.
+// As test/go.mod: protobuf as test/ resolves it (the sidecar module's v1.36.12), compiled at KubeVirt's own
+// pin, so that the packages both modules build compile once (.ci/shared-versions).
+replace google.golang.org/protobuf => google.golang.org/protobuf v1.36.11
+
 replace (
 	github.com/nxadm/tail => github.com/nxadm/tail v0.0.0-20211216163028-4472660a31a6
 	github.com/openshift/api => github.com/openshift/api v0.0.0-20210105115604-44119421ec6b
@@ -208,7 +212,7 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20251202230838-ff82c1b0f217 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20251202230838-ff82c1b0f217 // indirect
 	google.golang.org/grpc v1.79.3 // indirect
-	google.golang.org/protobuf v1.36.11 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/go-jose/go-jose.v2 v2.6.3 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect

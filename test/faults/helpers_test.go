@@ -152,7 +152,9 @@ func noCloudJSON(t *testing.T) []byte {
 	return raw
 }
 
-// dial connects a gRPC client to the sidecar's socket, as virt-launcher's hook Manager does.
+// dial connects a gRPC client to the sidecar's socket. virt-launcher's hook Manager dials for every call and
+// closes the connection after it (manager.go), and the sidecar serves a few connections at a time: a call's
+// connection is closed by its caller (closeAfter), a test's long-lived one at the test's end.
 func dial(t *testing.T, socket string) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -160,6 +162,9 @@ func dial(t *testing.T, socket string) *grpc.ClientConn {
 	t.Cleanup(func() { _ = conn.Close() })
 	return conn
 }
+
+// closeAfter closes conn, as the Manager does after each call.
+func closeAfter(conn *grpc.ClientConn) { _ = conn.Close() }
 
 func callInfo(socket string, timeout time.Duration) error {
 	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -177,7 +182,9 @@ func preCloudInitIso(t *testing.T, socket string, vmiJSON, cloudInitData []byte,
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	_, err := hooksv1alpha3.NewCallbacksClient(dial(t, socket)).PreCloudInitIso(ctx, &hooksv1alpha3.PreCloudInitIsoParams{
+	conn := dial(t, socket)
+	defer closeAfter(conn)
+	_, err := hooksv1alpha3.NewCallbacksClient(conn).PreCloudInitIso(ctx, &hooksv1alpha3.PreCloudInitIsoParams{
 		Vmi: vmiJSON, CloudInitData: cloudInitData,
 	})
 	return err

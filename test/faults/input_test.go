@@ -42,7 +42,9 @@ func answer(t *testing.T, socket string, vmiJSON, data []byte) (*cloudinit.Cloud
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := hooksv1alpha3.NewCallbacksClient(dial(t, socket)).PreCloudInitIso(ctx, &hooksv1alpha3.PreCloudInitIsoParams{Vmi: vmiJSON, CloudInitData: data})
+	conn := dial(t, socket)
+	defer closeAfter(conn)
+	res, err := hooksv1alpha3.NewCallbacksClient(conn).PreCloudInitIso(ctx, &hooksv1alpha3.PreCloudInitIsoParams{Vmi: vmiJSON, CloudInitData: data})
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +72,8 @@ func TestInput_RequestPastTheLimit_RefusedWithALogLine(t *testing.T) {
 	line, err := proc.WaitLog(msgIs("hook call refused"), logWait)
 	require.NoError(t, err)
 	assert.Equal(t, "PreCloudInitIso", line["hook"])
-	assert.NotNil(t, line["limit"])
+	assert.Contains(t, line["error"], "larger than max", "gRPC's own refusal, from the length prefix")
+	assert.Contains(t, line["error"], "vs. 28377088)", "the size and the limit (pkg/hooks MaxRequestBytes)")
 	assert.Less(t, procStatusKiB(t, proc.Pid(), "VmHWM"), 32<<10, "refused before it was read")
 }
 

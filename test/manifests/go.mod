@@ -5,6 +5,10 @@ go 1.26.0
 // Versions as test/go.mod resolves them (its k8s.io replace pins and the versions of every module both
 // use), so that the packages the two modules share compile once in CI: a module whose version differs
 // recompiles everything above it (see README "CI time").
+// As test/go.mod: protobuf as test/ resolves it (the sidecar module's v1.36.12), compiled at KubeVirt's own
+// pin, so that the packages both modules build compile once (.ci/shared-versions).
+replace google.golang.org/protobuf => google.golang.org/protobuf v1.36.11
+
 replace (
 	k8s.io/api => k8s.io/api v0.34.2
 	k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.34.2
@@ -59,7 +63,7 @@ require (
 	golang.org/x/net v0.48.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.32.0 // indirect
-	google.golang.org/protobuf v1.36.11 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect

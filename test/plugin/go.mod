@@ -5,6 +5,8 @@ go 1.26.0
 replace (
 	github.com/sriov-udn-binding/sriov-udn-binding => ../../
 	github.com/sriov-udn-binding/sriov-udn-binding/test => ../
+	// As test/go.mod: KubeVirt's protobuf pin, not the sidecar module's v1.36.12 (.ci/shared-versions).
+	google.golang.org/protobuf => google.golang.org/protobuf v1.36.11
 )
 
 // Pins from kubevirt.io/kubevirt@v1.9.0 go.mod (staging dirs mapped to released modules) and
@@ -126,7 +128,7 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20251202230838-ff82c1b0f217 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20251202230838-ff82c1b0f217 // indirect
 	google.golang.org/grpc v1.79.3 // indirect
-	google.golang.org/protobuf v1.36.11 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect

@@ -57,6 +57,33 @@ func MakeBuild(bin string) error {
 	return nil
 }
 
+// ImageEnv is the environment the sidecar's image sets (images/Containerfile ENV lines: the Go runtime's
+// settings), so that a test or the bench runs the binary as KubeVirt runs the image.
+func ImageEnv() ([]string, error) {
+	path := filepath.Join(RepoRoot(), "images", "Containerfile")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	var env []string
+	for _, line := range strings.Split(string(b), "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "ENV ")
+		if !ok {
+			continue
+		}
+		for _, kv := range strings.Fields(rest) {
+			if !strings.Contains(kv, "=") {
+				return nil, fmt.Errorf("%s: ENV %q: only the KEY=VALUE form is read", path, rest)
+			}
+			env = append(env, kv)
+		}
+	}
+	if len(env) == 0 {
+		return nil, fmt.Errorf("%s: no ENV line", path)
+	}
+	return env, nil
+}
+
 // RequireRoot skips, saying why, when the test cannot create KubeVirt's hook root.
 func RequireRoot(t testing.TB) {
 	t.Helper()
@@ -109,7 +136,9 @@ func Start(t testing.TB, bin string, args ...string) *Process {
 func StartWith(t testing.TB, adjust func(*exec.Cmd), bin string, args ...string) *Process {
 	t.Helper()
 	p := &Process{cmd: exec.Command(bin, args...), lines: make(chan map[string]any, 1024), exited: make(chan struct{})}
-	p.cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	env, err := ImageEnv()
+	require.NoError(t, err)
+	p.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
 	if adjust != nil {
 		adjust(p.cmd)
 	}

@@ -22,6 +22,7 @@ import (
 	"kubevirt.io/kubevirt/pkg/hooks"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/test/bench"
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/hostile"
 	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/harness"
 )
 
@@ -117,7 +118,13 @@ func run(o options, stdout io.Writer) error {
 	if err := env.measureStarts(res, o.starts); err != nil {
 		return err
 	}
+	if err := env.measureCopies(res, o); err != nil {
+		return err
+	}
 	if err := env.measureRunning(res, o); err != nil {
+		return err
+	}
+	if err := env.measureHostile(res); err != nil {
 		return err
 	}
 	// Last: it rewrites the volumes with 64 interfaces.
@@ -216,6 +223,8 @@ type env struct {
 	data               string
 	podInfo, devInfo   *bench.Volume
 	oursArgs           []string
+	// oursEnv is the image's environment (the Go runtime's settings), as KubeVirt runs the image.
+	oursEnv []string
 }
 
 func newEnv(ours, peer string) (*env, error) {
@@ -224,6 +233,10 @@ func newEnv(ours, peer string) (*env, error) {
 		peerSock:   filepath.Join(harness.HooksRoot, peerSocket),
 	}
 	e.oursSock = filepath.Join(e.sidecarDir, oursSocket)
+	var err error
+	if e.oursEnv, err = harness.ImageEnv(); err != nil {
+		return nil, err
+	}
 	if _, err := os.Stat(e.peerSock); err == nil {
 		// A socket nobody listens on is left over from a killed run: remove it. One that accepts
 		// belongs to a passt sidecar running outside the lock: measuring beside it would be wrong.
@@ -295,11 +308,89 @@ func (e *env) cleanup() {
 }
 
 func (e *env) startOurs(withLines bool) (*bench.Process, error) {
-	return bench.StartProcess(e.ours, e.oursArgs, e.oursSock, withLines)
+	return bench.StartProcess(e.ours, e.oursArgs, e.oursEnv, e.oursSock, withLines)
 }
 
 func (e *env) startPeer() (*bench.Process, error) {
-	return bench.StartProcess(e.peer, nil, e.peerSock, false)
+	return bench.StartProcess(e.peer, nil, nil, e.peerSock, false)
+}
+
+// copiesN is how many copies of each sidecar run at once for the PSS figures: several VM pods on a node.
+const copiesN = 4
+
+// measureCopies runs copiesN copies of ours and of the peer at once, each copy as a pod runs it: ours with
+// a socket directory of its own, the peer (whose socket path is fixed) in a mount namespace of its own with
+// a directory bound over the hooks root, as each virt-launcher pod has its own emptyDir there.
+func (e *env) measureCopies(res *bench.Result, o options) error {
+	vmi := bench.VMI(bench.Ifaces(1, bench.BaseNAD))
+	startOurs := func(i int) (*bench.Process, error) {
+		dir := filepath.Join(e.data, fmt.Sprintf("ours-%d", i))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("create %s: %w", dir, err)
+		}
+		args := append([]string{}, e.oursArgs...)
+		for j := range args {
+			if args[j] == "--socket-dir" {
+				args[j+1] = dir
+			}
+			if args[j] == "--plugin-socket" {
+				args[j+1] = filepath.Join(dir, "domain.sock")
+			}
+		}
+		return bench.StartProcess(e.ours, args, e.oursEnv, filepath.Join(dir, oursSocket), false)
+	}
+	startPeer := func(i int) (*bench.Process, error) {
+		dir := filepath.Join(e.data, fmt.Sprintf("passt-%d", i))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("create %s: %w", dir, err)
+		}
+		// unshare execs sh, which execs the peer: one process, the pid StartProcess records.
+		args := []string{"--mount", "--propagation", "private", "--", "sh", "-c",
+			`mount --bind "$0" "$1" && exec "$2"`, dir, harness.HooksRoot, e.peer}
+		return bench.StartProcess("unshare", args, nil, filepath.Join(dir, peerSocket), false)
+	}
+	var err error
+	if res.Copies.Ours, err = bench.MeasureCopies(startOurs, copiesN, o.calls, vmi, settle); err != nil {
+		return fmt.Errorf("copies of ours: %w", err)
+	}
+	if res.Copies.Peer, err = bench.MeasureCopies(startPeer, copiesN, o.calls, vmi, settle); err != nil {
+		return fmt.Errorf("copies of the peer: %w", err)
+	}
+	return nil
+}
+
+// measureHostile runs each hostile-peer category (test/hostile) against a fresh instance of ours and records
+// its peak RSS; then ours must still answer Info and OnDefineDomain.
+func (e *env) measureHostile(res *bench.Result) error {
+	vmi := bench.VMI(bench.Ifaces(1, bench.BaseNAD))
+	vmiJSON, err := json.Marshal(vmi)
+	if err != nil {
+		return fmt.Errorf("marshal VMI: %w", err)
+	}
+	domainXML, err := bench.DomainXML()
+	if err != nil {
+		return err
+	}
+	for _, a := range hostile.Attacks() {
+		p, err := e.startOurs(false)
+		if err != nil {
+			return err
+		}
+		o, err := hostile.Run(a, p.Socket, p.Pid())
+		if err == nil {
+			if _, err = bench.CallInfo(p.Socket); err == nil {
+				err = bench.CallOnDefineDomain(p.Socket, domainXML, vmiJSON)
+			}
+		}
+		res.Hostile = append(res.Hostile, bench.HostileOutcome{Name: o.Name, Server: o.Server, PeakRSSKiB: o.PeakRSSKiB, Alive: o.Alive})
+		if _, stopErr := p.Stop(stopTimeout); err == nil {
+			err = stopErr
+		}
+		if err != nil {
+			return fmt.Errorf("hostile peer %q: %w", a.Name, err)
+		}
+	}
+	return nil
 }
 
 // measureLargest starts a fresh instance of ours on volumes holding 64 interfaces and 256 KiB of

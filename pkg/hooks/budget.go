@@ -1,0 +1,229 @@
+package hooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/protoadapt"
+)
+
+// Budget bounds, for the whole process, the bytes that requests hold: partly received messages, decoded
+// requests while their hook runs, and answers until their stream ends. gRPC has no such bound of its own:
+// it grants a stream a window as large as the message it announces (up to MaxRecvMsgSize) and keeps what
+// arrives until the message is whole, so 200 streams holding 2 MiB each took the sidecar past 400 MiB.
+//
+// Where it lives: gRPC's tap (grpc.InTapHandle) runs when a stream's headers arrive, before any of its
+// data is read. There each stream reserves Limits.StreamReserve, the most it can cost; a stream that does
+// not fit is refused (ResourceExhausted) without a byte of its data being kept, and one whose request does
+// not arrive within Limits.ReceiveTimeout is cancelled, which frees its share. When the request has arrived
+// and decoded, the first interceptor shrinks the reservation to the request's size, and after the hook to
+// the answer's; the stream's end (its context) returns it. The listener cannot see messages, the codec sees
+// them only once they are whole, and the flow-control windows bound nothing (see serverOptions).
+//
+// virt-launcher makes one call at a time to a sidecar, so one reservation at the largest size is its need.
+//
+// It also holds the process's connection slots (Limits.Connections), shared by the hook and the Plugin API
+// sockets: an answer left queued behind a peer's closed window is past the byte budget (see
+// Limits.StreamsPerConnection), and the slots bound how many there can be.
+type Budget struct {
+	limit, reserve int64
+	timeout        time.Duration
+	log            *slog.Logger
+	slots          chan struct{}
+
+	mu      sync.Mutex
+	held    int64
+	refused int // refusals since the budget last had room, logged when it has again
+}
+
+// NewBudget returns a budget of limits.BudgetBytes, reserving limits.StreamReserve() per stream.
+func NewBudget(limits Limits, logger *slog.Logger) *Budget {
+	return &Budget{limit: limits.BudgetBytes, reserve: limits.StreamReserve(), timeout: limits.ReceiveTimeout, log: logger,
+		slots: make(chan struct{}, max(limits.Connections, 1))}
+}
+
+// listener accepts from ln while the process holds fewer connections than its slots; the next connection
+// waits in the listen backlog until one closes (an idle or silent one does, within the limits). It is
+// golang.org/x/net/netutil's LimitListener with the slots shared by every socket of the process.
+func (b *Budget) listener(ln net.Listener) net.Listener {
+	return &limitListener{Listener: ln, slots: b.slots, done: make(chan struct{})}
+}
+
+type limitListener struct {
+	net.Listener
+	slots chan struct{}
+	done  chan struct{}
+	once  sync.Once
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	select {
+	case l.slots <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &limitedConn{Conn: c, release: func() { <-l.slots }}, nil
+}
+
+func (l *limitListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+type limitedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
+
+// Held is what reservations hold now (tests, the bench).
+func (b *Budget) Held() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.held
+}
+
+// errReceiveTimeout is the cause of a stream cancelled because its request did not arrive in time.
+var errReceiveTimeout = errors.New("request not received in time")
+
+type reservationKey struct{}
+
+// reservation is one stream's share of the budget.
+type reservation struct {
+	b      *Budget
+	method string
+	timer  *time.Timer // the receive deadline, stopped when the request is whole
+
+	mu       sync.Mutex
+	n        int64
+	released bool
+}
+
+// tap reserves a share for a new stream, or refuses it. It runs in the connection's reader goroutine
+// under the transport's lock (grpc-go http2_server.go operateHeaders), so it must never block.
+func (b *Budget) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if !b.acquire(b.reserve) {
+		return ctx, status.Errorf(codes.ResourceExhausted, "%s refused: requests in flight hold %d of the sidecar's %d-byte budget "+
+			"and a new one needs %d (the sidecar serves one call at a time at the largest size)",
+			path.Base(info.FullMethodName), b.Held(), b.limit, b.reserve)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	r := &reservation{b: b, method: info.FullMethodName, n: b.reserve}
+	r.timer = time.AfterFunc(b.timeout, func() {
+		b.log.Warn("hook call refused", "hook", path.Base(r.method), "service", path.Dir(r.method),
+			"error", fmt.Sprintf("the request did not arrive within %s of its headers", b.timeout))
+		cancel(errReceiveTimeout)
+	})
+	// The stream's context ends with the stream (grpc-go cancels it in closeStream and finishStream), and
+	// with every stream of a connection that closes.
+	context.AfterFunc(ctx, r.release)
+	return context.WithValue(ctx, reservationKey{}, r), nil
+}
+
+// interceptor runs first on every call whose request arrived and decoded: it stops the receive deadline and
+// keeps what the request, and then the answer, hold.
+func (b *Budget) interceptor(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	r, _ := ctx.Value(reservationKey{}).(*reservation)
+	if r == nil { // a server without this budget's tap (cannot happen in newServer): nothing to account
+		return handler(ctx, req)
+	}
+	if !r.timer.Stop() {
+		return nil, status.Errorf(codes.DeadlineExceeded, "%s: the request did not arrive within %s", path.Base(r.method), b.timeout)
+	}
+	r.resize(messageSize(req))
+	resp, err := handler(ctx, req)
+	if err != nil {
+		r.resize(0)
+		return nil, err
+	}
+	r.resize(messageSize(resp))
+	return resp, nil
+}
+
+func (b *Budget) acquire(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.held+n > b.limit {
+		b.refused++
+		if b.refused == 1 {
+			b.log.Warn("request budget full, refusing new calls", "held", b.held, "budget", b.limit, "need", n)
+		}
+		return false
+	}
+	b.held += n
+	return true
+}
+
+// give returns n bytes; the first time the budget has room after refusals, it says how many there were.
+func (b *Budget) give(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.held -= n
+	if b.refused > 0 && b.held+b.reserve <= b.limit {
+		b.log.Info("request budget has room again", "refused", b.refused, "held", b.held, "budget", b.limit)
+		b.refused = 0
+	}
+}
+
+// resize makes the reservation n bytes; a larger n is taken even past the limit (the bytes exist already),
+// and only delays the next stream.
+func (r *reservation) resize(n int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.released {
+		return
+	}
+	delta := n - r.n
+	r.n = n
+	if delta > 0 {
+		r.b.mu.Lock()
+		r.b.held += delta
+		r.b.mu.Unlock()
+	} else if delta < 0 {
+		r.b.give(-delta)
+	}
+}
+
+func (r *reservation) release() {
+	r.timer.Stop()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.released {
+		return
+	}
+	r.released = true
+	r.b.give(r.n)
+}
+
+// messageSize is a request's or an answer's encoded size (protobuf computes it from the fields' lengths).
+func messageSize(m any) int64 {
+	switch m := m.(type) {
+	case protoadapt.MessageV2:
+		return int64(proto.Size(m))
+	case protoadapt.MessageV1:
+		return int64(proto.Size(protoadapt.MessageV2Of(m)))
+	}
+	return 0
+}

@@ -1,0 +1,11 @@
+package bench
+
+// MemoryLimitBytes is the sidecar container's memory limit the docs recommend (docs/operations.md "Sizing",
+// manifests/kubevirt: supportContainerResources, type sidecar), under KubeVirt's own 64M for dedicated-CPU
+// VMIs (renderresources.go sidecarResources). It is what the tests hold the sidecar to: test/container in a
+// memory cgroup with this limit, test/integration and test/hostile by the process's peak RSS.
+const MemoryLimitBytes = 56 << 20
+
+// PeakRSSLimitKiB bounds the sidecar's VmHWM where a test reads the process, not a cgroup: the memory cgroup
+// also charges the binary's page cache, about 1.5 MiB beyond the RSS (test/container measures both).
+const PeakRSSLimitKiB = MemoryLimitBytes>>10 - 2<<10
