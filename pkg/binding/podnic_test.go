@@ -166,5 +166,3 @@ func TestPreCloudInitIso_OnLinkRoutesFromOVNK_Accepted(t *testing.T) {
 		assert.Contains(t, nd, want)
 	}
 }
-
-func status_(err error) codes.Code { return status.Code(err) }

@@ -89,7 +89,7 @@ func TestRequestCodec_PastTheLimit_RefusedNamingMessageFieldsSizeAndLimit(t *tes
 func FuzzRequestCodec(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{0x0a, 0x03, 'a', 'b', 'c', 0x12, 0x02, '{', '}', 0x1a, 0x00})
-	f.Add([]byte{0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f})      // a length past the end
+	f.Add([]byte{0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f})       // a length past the end
 	f.Add([]byte{0x08, 0x96, 0x01, 0x15, 1, 2, 3, 4, 0x1a}) // other wire types, cut off
 	f.Add([]byte{0x22, 0x02, 0x0a, 0x00, 0x12, 0x01, 'x'})  // a sub-message (MutateDomainRequest.sidecar_context)
 	c := newRequestCodec(DefaultLimits())
