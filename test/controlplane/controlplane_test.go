@@ -37,7 +37,7 @@ const baseKubeVirt = `{
 // TestControlPlane is one cluster lifetime: the steps share the server (start-up is the expensive part),
 // and each step needs the state the one before it left, as on a user's cluster.
 func TestControlPlane(t *testing.T) {
-	c := startControlPlane(t, readmeServerFlags(t))
+	c := startControlPlane(t, docsServerFlags(t))
 	installCRDs(t, c)
 	k := newKubectl(t, c.config)
 	ctx := context.Background()
@@ -55,8 +55,8 @@ func TestControlPlane(t *testing.T) {
 	require.NoError(t, err)
 	legacy := createLegacyVMs(t, c)
 
-	require.True(t, t.Run("README step 1: the JSON patch adds the ReservedOverheadMemlock feature gate", func(t *testing.T) {
-		patch := readmeFeatureGatePatch(t)
+	require.True(t, t.Run("docs/install.md step 1: the JSON patch adds the ReservedOverheadMemlock feature gate", func(t *testing.T) {
+		patch := docsFeatureGatePatch(t)
 		_, err := c.dynamic.Resource(kvGVR).Namespace(kvNamespace).Patch(ctx, kvName, types.JSONPatchType, []byte(patch), metav1.PatchOptions{})
 		require.NoError(t, err, "kubectl -n kubevirt patch kubevirt kubevirt --type json -p %s", patch)
 		gates, _, err := unstructured.NestedStringSlice(c.getKubeVirt(t).Object, "spec", "configuration", "developerConfiguration", "featureGates")
@@ -64,9 +64,9 @@ func TestControlPlane(t *testing.T) {
 		assert.Equal(t, []string{"ReservedOverheadMemlock"}, gates)
 	}))
 
-	// README step 2, for every entry point in manifests/README.md, one after the other as a user switching
+	// Step 2, for every entry point of docs/install.md, one after the other as a user switching
 	// between them would: the last one is the default (manifests/), which the later steps run against.
-	require.True(t, t.Run("README step 2: kubectl apply -k", func(t *testing.T) {
+	require.True(t, t.Run("docs/install.md step 2: kubectl apply -k", func(t *testing.T) {
 		for _, dir := range []string{
 			filepath.Join(manifestsDir, "overlays", "pod-info"),
 			filepath.Join(manifestsDir, "overlays", "e2e"),
@@ -78,7 +78,7 @@ func TestControlPlane(t *testing.T) {
 	}))
 	c.waitForPolicies(t)
 
-	require.True(t, t.Run("README step 3: kubectl apply -k manifests/examples/", func(t *testing.T) {
+	require.True(t, t.Run("docs/install.md step 3: kubectl apply -k manifests/examples/", func(t *testing.T) {
 		c.applyAndReadBack(t, k, filepath.Join(manifestsDir, "examples"))
 	}))
 
@@ -138,13 +138,13 @@ func (c *cluster) getTypedKubeVirt(t *testing.T) *kubevirtv1.KubeVirt {
 	return kv
 }
 
-// readmeFeatureGatePatch is the JSON patch of step 1 of manifests/README.md "Installing", verbatim.
-func readmeFeatureGatePatch(t *testing.T) string {
+// docsFeatureGatePatch is the JSON patch of step 1 of docs/install.md "Install", verbatim.
+func docsFeatureGatePatch(t *testing.T) string {
 	t.Helper()
-	data, err := os.ReadFile(manifestReadme)
+	data, err := os.ReadFile(installDoc)
 	require.NoError(t, err)
 	m := regexp.MustCompile(`kubectl -n kubevirt patch kubevirt kubevirt --type json -p \\\n\s*'([^']+)'`).FindSubmatch(data)
-	require.NotNil(t, m, "%s: no `kubectl -n kubevirt patch kubevirt kubevirt --type json -p '...'`", manifestReadme)
+	require.NotNil(t, m, "%s: no `kubectl -n kubevirt patch kubevirt kubevirt --type json -p '...'`", installDoc)
 	return string(m[1])
 }
 

@@ -224,7 +224,7 @@ func testLauncherPod(t *testing.T, c *cluster, k *kubectl) {
 	sidecarRunning(t, pods["passt only"], passtImage)
 
 	// The same pods admitted without the MutatingAdmissionPolicy: remove its binding, wait until the
-	// server no longer applies it, create them (dry-run), and put the binding back with the README's
+	// server no longer applies it, create them (dry-run), and put the binding back with docs/install.md's
 	// command. The difference between the two is exactly what the policy did, and nothing else.
 	c.waitForMutation(t, ours, true)
 	require.NoError(t, c.dynamic.Resource(mapGVR).Delete(ctx, mapName, metav1.DeleteOptions{}))
