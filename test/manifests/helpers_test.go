@@ -99,7 +99,8 @@ func splitDocuments(file string, data []byte) ([]document, error) {
 	}
 }
 
-// manifestFiles lists every YAML file under the manifest roots, kustomization files apart.
+// manifestFiles lists every YAML file under the manifest roots, kustomization files apart (and leaves out
+// kustomize's own transformer configurations).
 func manifestFiles(t *testing.T) (resources, kustomizations []string) {
 	t.Helper()
 	for _, root := range manifestRootDirs {
@@ -110,6 +111,8 @@ func manifestFiles(t *testing.T) (resources, kustomizations []string) {
 			switch {
 			case d.Name() == "kustomization.yaml":
 				kustomizations = append(kustomizations, path)
+			case d.Name() == "kustomizeconfig.yaml":
+				// kustomize's transformer configuration (`configurations:`), not an API object.
 			case strings.HasSuffix(d.Name(), ".yaml") || strings.HasSuffix(d.Name(), ".yml"):
 				resources = append(resources, path)
 			}
