@@ -44,7 +44,7 @@ define for_kubevirt
 	if [ -n "$$failed" ]; then echo "== $(4) failed on KubeVirt$$failed"; exit 1; fi
 endef
 
-.PHONY: help build check-build check test test-unit tidy-check generate generate-check test-integration test-manifests test-plugin test-guest test-vfio test-netconvert test-libvirt test-kubevirt-patches test-vet-matrix modfiles modfiles-check demo bench bench-largest bench-micro lint fuzz image image-local test-container e2e clean
+.PHONY: help build check-build check test test-unit tidy-check generate generate-check test-integration test-manifests test-plugin test-guest test-vfio test-netconvert test-libvirt test-kubevirt-patches test-docs test-vet-matrix modfiles modfiles-check demo bench bench-largest bench-micro lint fuzz image image-local test-container e2e clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -72,13 +72,13 @@ test: ## every test: unit, integration (KubeVirt hook Manager, kubelet AtomicWri
 	rm -rf $(DOMAIN_RECORD_DIR)
 	SRIOV_UDN_DOMAIN_RECORD_DIR=$(DOMAIN_RECORD_DIR) $(MAKE) test-integration
 	.ci/beside bin/test-guest.log 'SRIOV_UDN_DOMAIN_RECORD_DIR=$(DOMAIN_RECORD_DIR) $(MAKE) --no-print-directory test-guest' \
-	  '$(MAKE) test-manifests && $(MAKE) test-kubevirt-patches && $(MAKE) test-controlplane && $(MAKE) test-plugin && $(MAKE) test-container'
+	  '$(MAKE) test-manifests && $(MAKE) test-kubevirt-patches && $(MAKE) test-controlplane && $(MAKE) test-docs && $(MAKE) test-plugin && $(MAKE) test-container'
 	SRIOV_UDN_DOMAIN_RECORD_DIR=$(DOMAIN_RECORD_DIR) $(MAKE) test-libvirt
 
 test-unit: ## unit tests of the sidecar module only, under the race detector
 	go test -race -count=1 ./...
 
-check: lint test-unit ## the inner loop: lint, then the sidecar module's unit tests under -race; no root, qemu or network (make test is the full suite)
+check: lint test-unit ## make lint, then the sidecar module's unit tests under -race; no root, qemu or network. Not quick when cold: lint builds both linters and vets every test module (about 30 min on 2 cores); make test-unit is the quick loop
 
 test-integration: ## the test/ module without the guest boot, the container and libvirt's checks, once per KubeVirt version (KUBEVIRT_VERSIONS)
 	$(call for_kubevirt,./...,/(guest|container|libvirt)$$,go test $$mf -count=1 $$pkgs,go test)
@@ -187,23 +187,39 @@ test-manifests: ## manifests decode strictly and kustomize builds, per KubeVirt 
 	  echo "== KubeVirt $$v: test/manifests: passed"; \
 	done
 
-# The kube-apiserver test-controlplane runs: built once from test/controlplane/go.mod (its `tool`), whatever
-# KubeVirt version the tests link, so Kubernetes' server is compiled once, not once per version.
+# The kube-apiserver test-controlplane runs, and the kubectl the docs' blocks run with: built once from
+# test/controlplane/go.mod (its `tool`s), whatever KubeVirt version the tests link, so Kubernetes' server is
+# compiled once, not once per version.
 KUBE_APISERVER ?= $(CURDIR)/bin/kube-apiserver
+KUBECTL        ?= $(CURDIR)/bin/kubectl
 
-test-controlplane: ## manifests/ on a real kube-apiserver + etcd: kubectl apply -k, policy verdicts, the launcher pod KubeVirt renders, per KubeVirt version
+define build_controlplane_tools
 	@set -euo pipefail; cd test/controlplane; \
 	  start=$$(date +%s); go build -o $(KUBE_APISERVER) k8s.io/kubernetes/cmd/kube-apiserver; \
 	  echo "== kube-apiserver $$(go list -m -f '{{.Version}}' k8s.io/kubernetes) built once for every KubeVirt version in $$(( $$(date +%s) - start )) s: $(KUBE_APISERVER)"; \
-	  export SRIOV_UDN_KUBE_APISERVER=$(KUBE_APISERVER); \
+	  start=$$(date +%s); go build -o $(KUBECTL) k8s.io/kubernetes/cmd/kubectl; \
+	  echo "== kubectl $$(go list -m -f '{{.Version}}' k8s.io/kubernetes) built in $$(( $$(date +%s) - start )) s: $(KUBECTL)"
+endef
+
+test-controlplane: ## manifests/ on a real kube-apiserver + etcd: the docs' kubectl commands, policy verdicts, the launcher pod KubeVirt renders, per KubeVirt version
+	$(build_controlplane_tools)
+	@set -euo pipefail; cd test/controlplane; \
+	  export SRIOV_UDN_KUBE_APISERVER=$(KUBE_APISERVER) SRIOV_UDN_KUBECTL=$(KUBECTL); \
 	  failed=""; for v in $(KUBEVIRT_VERSIONS); do \
 	  mf=$$(MODULE=test/controlplane ../../.ci/kubevirt-modfiles flag $$v); \
 	  echo "== KubeVirt $$v ($${mf:-go.mod}): test/controlplane"; \
 	  export KUBEVIRT_VERSION=$$v; \
-	  if go vet $$mf ./... && go test $$mf -count=1 -timeout 20m ./...; then echo "== KubeVirt $$v: test/controlplane: passed"; \
+	  if go vet $$mf ./... && go test $$mf -count=1 -timeout 30m -skip '^TestDocs_' ./...; then echo "== KubeVirt $$v: test/controlplane: passed"; \
 	  else echo "== KubeVirt $$v: test/controlplane: FAILED"; failed="$$failed $$v"; fi; \
 	done; \
 	if [ -n "$$failed" ]; then echo "== test-controlplane failed on KubeVirt$$failed"; exit 1; fi
+
+# Once, against test/controlplane/go.mod's KubeVirt (the docs do not depend on it): the same test binary as
+# test-controlplane's first run, so after it nothing compiles again.
+test-docs: ## the docs' shell blocks: each marked; the `here` ones run in a copy of the repository (make demo, render, kubectl kustomize), `cluster` ones parsed; links, make targets, each page says who it is for (the `controlplane` ones run in test-controlplane)
+	@set -euo pipefail; cd test/controlplane; start=$$(date +%s); go build -o $(KUBECTL) k8s.io/kubernetes/cmd/kubectl; \
+	  echo "== kubectl built in $$(( $$(date +%s) - start )) s: $(KUBECTL)"
+	cd test/controlplane && SRIOV_UDN_KUBECTL=$(KUBECTL) go test -count=1 -timeout 20m -v -run '^TestDocs_' .
 
 test-plugin: ## the Plugin API domain hook (KubeVirt v1.9.0's ApplyDomainHooks and client) on the built binary, beside the hook Manager
 	cd test/plugin && go vet ./... && go test -count=1 -timeout 10m ./...
