@@ -227,14 +227,15 @@ func testLauncherPod(t *testing.T, c *cluster, k *kubectl) {
 	// server no longer applies it, create them (dry-run), and put the binding back with docs/install.md's
 	// command. The difference between the two is exactly what the policy did, and nothing else.
 	c.waitForMutation(t, ours, true)
-	require.NoError(t, c.dynamic.Resource(mapGVR).Delete(ctx, mapName, metav1.DeleteOptions{}))
+	require.NoError(t, c.dynamic.Resource(c.mapBindingGVR()).Delete(ctx, mapName, metav1.DeleteOptions{}))
 	c.waitForMutation(t, ours, false)
 	baseline := map[string]*corev1.Pod{}
 	for name, pod := range pods {
 		baseline[name] = decided(c.createPod(t, pod, true))
 	}
-	out, err := k.applyKustomize(manifestsDir)
-	require.NoError(t, err, "kubectl apply -k %s: %s", manifestsDir, out)
+	require.NotEmpty(t, c.installed, "docs/install.md ran first")
+	out, err := k.applyKustomize(c.installed)
+	require.NoError(t, err, "kubectl apply -k %s: %s", c.installed, out)
 	c.waitForMutation(t, ours, true)
 
 	for name, container := range map[string]string{"ours": ourSidecar, "ours and passt": bothSidecar} {

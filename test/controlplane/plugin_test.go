@@ -127,7 +127,7 @@ func testPluginAPI(t *testing.T, c *cluster) {
 			return err == nil, nil
 		})
 		require.NoError(t, err, "%s never served", pluginGVR.GroupVersion())
-		c.applyAndReadBack(t, newKubectl(t, c.config), filepath.Join(manifestsDir, "overlays", "plugin"))
+		c.applyAndReadBack(t, newKubectl(t, c.config), c.entryPoint(t, filepath.Join(manifestsDir, "overlays", "plugin")))
 	}))
 
 	// The gate makes virt-controller add the plugin socket volume to every launcher pod. KubeVirt's Beta gate

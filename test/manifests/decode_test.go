@@ -44,7 +44,11 @@ func TestManifests_EveryDocumentDecodesStrictlyIntoItsAPIType(t *testing.T) {
 			require.NoError(t, err)
 			var k kustypes.Kustomization
 			require.NoError(t, yaml.UnmarshalStrict(data, &k))
-			assert.Equal(t, kustypes.KustomizationKind, k.Kind)
+			if filepath.Base(filepath.Dir(filepath.Dir(file))) == "components" {
+				assert.Equal(t, kustypes.ComponentKind, k.Kind)
+			} else {
+				assert.Equal(t, kustypes.KustomizationKind, k.Kind)
+			}
 			for _, r := range k.Resources {
 				_, err := os.Stat(filepath.Join(filepath.Dir(file), r))
 				assert.NoError(t, err, "resource %q", r)

@@ -46,6 +46,13 @@ func newScheme(t *testing.T) *runtime.Scheme {
 	} {
 		require.NoError(t, add(scheme))
 	}
+	// MutatingAdmissionPolicy v1 (GA in Kubernetes 1.36) is not in k8s.io/api v0.34, this module's version
+	// (KubeVirt's pins). v1 has the fields of v1beta1 (KEP-3962 graduated it unchanged), so a v1 document is
+	// decoded strictly into the v1beta1 types here: a field v1beta1 lacks fails; kube-apiserver 1.36.3 itself
+	// validates the v1 objects in test/controlplane.
+	gv := schema.GroupVersion{Group: admissionregistrationv1.GroupName, Version: "v1"}
+	scheme.AddKnownTypeWithName(gv.WithKind("MutatingAdmissionPolicy"), &admissionregistrationv1beta1.MutatingAdmissionPolicy{})
+	scheme.AddKnownTypeWithName(gv.WithKind("MutatingAdmissionPolicyBinding"), &admissionregistrationv1beta1.MutatingAdmissionPolicyBinding{})
 	return scheme
 }
 

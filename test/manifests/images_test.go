@@ -27,17 +27,27 @@ func sidecarImageOf(t *testing.T, dir string) string {
 }
 
 // userKustomization writes, in a directory of its own, the kustomization an operator writes on top of an
-// entry point (docs/install.md): the entry point as its resource and an `images:` entry for their image.
-func userKustomization(t *testing.T, entryPoint, images string) string {
+// entry point (docs/install.md): the entry point as its resource, the given components (paths from this
+// package), and extra (an `images:` entry, say).
+func userKustomization(t *testing.T, entryPoint string, components []string, extra string) string {
 	t.Helper()
-	abs, err := filepath.Abs(entryPoint)
-	require.NoError(t, err)
 	dir := t.TempDir()
-	// kustomize takes a base outside the kustomization's root only as a relative path.
-	rel, err := filepath.Rel(dir, abs)
-	require.NoError(t, err)
-	body := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - " + rel + "\n" + images
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(body), 0o644))
+	// kustomize takes a base or a component outside the kustomization's root only as a relative path.
+	rel := func(p string) string {
+		abs, err := filepath.Abs(p)
+		require.NoError(t, err)
+		r, err := filepath.Rel(dir, abs)
+		require.NoError(t, err)
+		return r
+	}
+	body := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - " + rel(entryPoint) + "\n"
+	if len(components) > 0 {
+		body += "components:\n"
+		for _, c := range components {
+			body += "  - " + rel(c) + "\n"
+		}
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(body+extra), 0o644))
 	return dir
 }
 
@@ -74,7 +84,7 @@ func TestKustomize_ImagesTransformerSetsSidecarImage_OnEveryEntryPoint(t *testin
 		require.Equal(t, shippedImage+":v0.1.0", sidecarImageOf(t, ep), "%s as shipped", ep)
 		for _, tc := range cases {
 			t.Run(ep+"/"+tc.name, func(t *testing.T) {
-				assert.Equal(t, tc.want, sidecarImageOf(t, userKustomization(t, ep, tc.images)))
+				assert.Equal(t, tc.want, sidecarImageOf(t, userKustomization(t, ep, nil, tc.images)))
 			})
 		}
 	}
@@ -82,7 +92,7 @@ func TestKustomize_ImagesTransformerSetsSidecarImage_OnEveryEntryPoint(t *testin
 
 // An `images:` entry for another image leaves ours alone: the transformer matches by name.
 func TestKustomize_ImagesTransformer_OtherNameLeavesSidecarImage(t *testing.T) {
-	dir := userKustomization(t, manifestsDir, "images:\n  - name: quay.io/other/image\n    newTag: v9\n")
+	dir := userKustomization(t, manifestsDir, nil, "images:\n  - name: quay.io/other/image\n    newTag: v9\n")
 	assert.Equal(t, shippedImage+":v0.1.0", sidecarImageOf(t, dir))
 }
 
