@@ -257,7 +257,9 @@ RELEASE_ENTRIES := \
   kubernetes-1.34-1.35:.:components/kubernetes-1.34-1.35 \
   pod-info:overlays/pod-info: \
   plugin:overlays/plugin: \
-  plugin-kubernetes-1.34-1.35:overlays/plugin:components/kubernetes-1.34-1.35
+  plugin-kubernetes-1.34-1.35:overlays/plugin:components/kubernetes-1.34-1.35 \
+  hco:overlays/hco: \
+  hco-kubernetes-1.34-1.35:overlays/hco:components/kubernetes-1.34-1.35
 
 release: ## a release: image $(IMAGE_REPO)/sriov-udn-binding:$(VERSION) (vX.Y.Z) built offline by podman and saved as an OCI archive, and the manifests of every entry point pinned to it, in $(RELEASE_DIR)
 	@set -euo pipefail; \

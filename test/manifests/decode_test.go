@@ -109,6 +109,8 @@ func checkObject(t *testing.T, obj runtime.Object) {
 		require.NotNil(t, plugin.ComputeResourceOverhead)
 		assert.False(t, plugin.ComputeResourceOverhead.Requests.Memory().IsZero(), "computeResourceOverhead memory")
 		assert.Nil(t, plugin.Migration, "the binding must not claim to be migratable: the VF is lost on migration")
+	case *hyperConverged:
+		checkHyperConverged(t, o)
 	case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
 		assert.NotEmpty(t, o.Spec.ValidationActions)
 	case *admissionregistrationv1beta1.MutatingAdmissionPolicy:

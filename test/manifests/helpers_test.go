@@ -53,6 +53,8 @@ func newScheme(t *testing.T) *runtime.Scheme {
 	gv := schema.GroupVersion{Group: admissionregistrationv1.GroupName, Version: "v1"}
 	scheme.AddKnownTypeWithName(gv.WithKind("MutatingAdmissionPolicy"), &admissionregistrationv1beta1.MutatingAdmissionPolicy{})
 	scheme.AddKnownTypeWithName(gv.WithKind("MutatingAdmissionPolicyBinding"), &admissionregistrationv1beta1.MutatingAdmissionPolicyBinding{})
+	// The HyperConverged operator's CR, from a transcription of its type (hco_test.go says why and from where).
+	scheme.AddKnownTypeWithName(hyperConvergedGVK, &hyperConverged{})
 	return scheme
 }
 

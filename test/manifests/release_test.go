@@ -34,6 +34,8 @@ var releaseFiles = map[string]string{
 	"sriov-udn-binding-pod-info-" + releaseVersion + ".yaml":                    "",
 	"sriov-udn-binding-plugin-" + releaseVersion + ".yaml":                      mapV1,
 	"sriov-udn-binding-plugin-kubernetes-1.34-1.35-" + releaseVersion + ".yaml": mapV1beta1,
+	"sriov-udn-binding-hco-" + releaseVersion + ".yaml":                         mapV1,
+	"sriov-udn-binding-hco-kubernetes-1.34-1.35-" + releaseVersion + ".yaml":    mapV1beta1,
 }
 
 // releasePodman is podman with storage of the test's own (vfs, runc, the ulimits these machines need: as
@@ -175,12 +177,14 @@ func TestRelease(t *testing.T) {
 					switch o := obj.(type) {
 					case *kubevirtv1.KubeVirt:
 						images = append(images, o.Spec.Configuration.NetworkConfiguration.Binding[bindingName].SidecarImage)
+					case *hyperConverged:
+						images = append(images, o.Spec.NetworkBinding[bindingName].SidecarImage)
 					case *admissionregistrationv1beta1.MutatingAdmissionPolicy, *admissionregistrationv1beta1.MutatingAdmissionPolicyBinding:
 						maps++
 						assert.Equal(t, wantMAP, gvk.GroupVersion().String(), "%s %s", gvk.Kind, o.(interface{ GetName() string }).GetName())
 					}
 				}
-				assert.Equal(t, []string{releaseImage}, images, "the KubeVirt CR's sidecarImage")
+				assert.Equal(t, []string{releaseImage}, images, "the KubeVirt (or HyperConverged) CR's sidecarImage")
 				if wantMAP == "" {
 					assert.Zero(t, maps)
 				} else {
