@@ -28,6 +28,8 @@ const (
 	memlockName  = "sriov-udn-binding-memlock.kubevirt.io"
 	podNICPolicy = "sriov-udn-binding-pod-nic-mac.kubevirt.io"
 	mapName      = "sriov-udn-binding-podinfo.kubevirt.io"
+	// podInfoMountedPolicy denies a launcher pod whose sidecar lacks the pod-info volume.
+	podInfoMountedPolicy = "sriov-udn-binding-pod-info-mounted.kubevirt.io"
 )
 
 var (

@@ -66,6 +66,7 @@ func TestKustomize_OverlaysContainWhatTheirKubeVirtNeeds(t *testing.T) {
 	policies := []string{
 		"ValidatingAdmissionPolicy/sriov-udn-binding-memlock.kubevirt.io",
 		"ValidatingAdmissionPolicy/sriov-udn-binding-migration.kubevirt.io",
+		"ValidatingAdmissionPolicy/sriov-udn-binding-pod-info-mounted.kubevirt.io",
 		"ValidatingAdmissionPolicy/sriov-udn-binding-pod-nic-mac.kubevirt.io",
 		"ValidatingAdmissionPolicy/sriov-udn-binding-podinfo-pod.kubevirt.io",
 		"ValidatingAdmissionPolicy/sriov-udn-binding-podinfo-volume.kubevirt.io",
@@ -73,6 +74,7 @@ func TestKustomize_OverlaysContainWhatTheirKubeVirtNeeds(t *testing.T) {
 		"ValidatingAdmissionPolicy/sriov-udn-binding.kubevirt.io",
 		"ValidatingAdmissionPolicyBinding/sriov-udn-binding-memlock.kubevirt.io",
 		"ValidatingAdmissionPolicyBinding/sriov-udn-binding-migration.kubevirt.io",
+		"ValidatingAdmissionPolicyBinding/sriov-udn-binding-pod-info-mounted.kubevirt.io",
 		"ValidatingAdmissionPolicyBinding/sriov-udn-binding-pod-nic-mac.kubevirt.io",
 		"ValidatingAdmissionPolicyBinding/sriov-udn-binding-podinfo-pod.kubevirt.io",
 		"ValidatingAdmissionPolicyBinding/sriov-udn-binding-podinfo-volume.kubevirt.io",
