@@ -44,7 +44,7 @@ define for_kubevirt
 	if [ -n "$$failed" ]; then echo "== $(4) failed on KubeVirt$$failed"; exit 1; fi
 endef
 
-.PHONY: help build check-build check test test-unit tidy-check generate generate-check test-integration test-manifests test-plugin test-guest test-vfio test-netconvert test-libvirt test-kubevirt-patches test-vet-matrix modfiles modfiles-check demo bench bench-largest bench-micro lint fuzz image image-local test-container e2e clean
+.PHONY: help build check-build check test test-unit tidy-check generate generate-check test-integration test-manifests test-plugin test-guest test-vfio test-netconvert test-libvirt test-kubevirt-patches test-docs test-release release test-vet-matrix modfiles modfiles-check demo bench bench-largest bench-micro lint fuzz image image-local test-container e2e clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -72,13 +72,13 @@ test: ## every test: unit, integration (KubeVirt hook Manager, kubelet AtomicWri
 	rm -rf $(DOMAIN_RECORD_DIR)
 	SRIOV_UDN_DOMAIN_RECORD_DIR=$(DOMAIN_RECORD_DIR) $(MAKE) test-integration
 	.ci/beside bin/test-guest.log 'SRIOV_UDN_DOMAIN_RECORD_DIR=$(DOMAIN_RECORD_DIR) $(MAKE) --no-print-directory test-guest' \
-	  '$(MAKE) test-manifests && $(MAKE) test-kubevirt-patches && $(MAKE) test-controlplane && $(MAKE) test-plugin && $(MAKE) test-container'
+	  '$(MAKE) test-manifests && $(MAKE) test-kubevirt-patches && $(MAKE) test-controlplane && $(MAKE) test-docs && $(MAKE) test-plugin && $(MAKE) test-container && $(MAKE) test-release'
 	SRIOV_UDN_DOMAIN_RECORD_DIR=$(DOMAIN_RECORD_DIR) $(MAKE) test-libvirt
 
 test-unit: ## unit tests of the sidecar module only, under the race detector
 	go test -race -count=1 ./...
 
-check: lint test-unit ## the inner loop: lint, then the sidecar module's unit tests under -race; no root, qemu or network (make test is the full suite)
+check: lint test-unit ## make lint, then the sidecar module's unit tests under -race; no root, qemu or network. Not quick when cold: lint builds both linters and vets every test module (about 30 min on 2 cores); make test-unit is the quick loop
 
 test-integration: ## the test/ module without the guest boot, the container and libvirt's checks, once per KubeVirt version (KUBEVIRT_VERSIONS)
 	$(call for_kubevirt,./...,/(guest|container|libvirt)$$,go test $$mf -count=1 $$pkgs,go test)
@@ -173,8 +173,9 @@ generate-check: ## fail when `make generate` would change the generated protobuf
 	@if ! git diff --quiet -- $(dir $(PROTOS)); then echo "generated code is stale: run make generate"; git diff --stat -- $(dir $(PROTOS)); exit 1; fi
 	@if [ -n "$$(git ls-files --others --exclude-standard -- $(dir $(PROTOS)))" ]; then echo "make generate wrote files git does not track:"; git ls-files --others --exclude-standard -- $(dir $(PROTOS)); exit 1; fi
 
+# The kube-apiserver 1.36 module holds no Go files (only its `tool`): nothing to vet or lint, but tidied too.
 tidy-check: ## fail when `go mod tidy` would change go.mod or go.sum of any module
-	@set -e; for m in $(MODULES); do echo "== go mod tidy -diff: $$m"; (cd $$m && go mod tidy -diff); done
+	@set -e; for m in $(MODULES) test/controlplane/kube-apiserver-v1.36; do echo "== go mod tidy -diff: $$m"; (cd $$m && go mod tidy -diff); done
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 60s)
 	@set -e; for pkg in $$(go list ./...); do for f in $$(go test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do echo "== $$pkg $$f"; go test -run '^$$' -fuzz "^$$f$$" -fuzztime $${FUZZTIME:-60s} $$pkg; done; done
@@ -183,27 +184,48 @@ test-manifests: ## manifests decode strictly and kustomize builds, per KubeVirt 
 	@set -euo pipefail; cd test/manifests; for v in $(KUBEVIRT_VERSIONS); do \
 	  mf=$$(MODULE=test/manifests ../../.ci/kubevirt-modfiles flag $$v); \
 	  echo "== KubeVirt $$v ($${mf:-go.mod}): test/manifests"; \
-	  export KUBEVIRT_VERSION=$$v; go vet $$mf ./...; go test $$mf -count=1 ./...; \
+	  export KUBEVIRT_VERSION=$$v; go vet $$mf ./...; go test $$mf -count=1 -skip '^TestRelease' ./...; \
 	  echo "== KubeVirt $$v: test/manifests: passed"; \
 	done
 
-# The kube-apiserver test-controlplane runs: built once from test/controlplane/go.mod (its `tool`), whatever
-# KubeVirt version the tests link, so Kubernetes' server is compiled once, not once per version.
-KUBE_APISERVER ?= $(CURDIR)/bin/kube-apiserver
+# The kube-apiservers test-controlplane runs, and the kubectl the docs' blocks run with, each built once from
+# its module's `tool` (test/controlplane/go.mod: Kubernetes 1.34.2 and kubectl; test/controlplane/kube-apiserver-v1.36:
+# 1.36.3, the first release that serves MutatingAdmissionPolicy v1 at its defaults), whatever KubeVirt version
+# the tests link: Kubernetes' server is compiled once per Kubernetes version, not once per KubeVirt version, and
+# Go's build cache keeps it.
+KUBE_APISERVER      ?= $(CURDIR)/bin/kube-apiserver
+KUBE_APISERVER_1_36 ?= $(CURDIR)/bin/kube-apiserver-v1.36.3
+KUBECTL             ?= $(CURDIR)/bin/kubectl
 
-test-controlplane: ## manifests/ on a real kube-apiserver + etcd: kubectl apply -k, policy verdicts, the launcher pod KubeVirt renders, per KubeVirt version
+define build_controlplane_tools
 	@set -euo pipefail; cd test/controlplane; \
 	  start=$$(date +%s); go build -o $(KUBE_APISERVER) k8s.io/kubernetes/cmd/kube-apiserver; \
 	  echo "== kube-apiserver $$(go list -m -f '{{.Version}}' k8s.io/kubernetes) built once for every KubeVirt version in $$(( $$(date +%s) - start )) s: $(KUBE_APISERVER)"; \
-	  export SRIOV_UDN_KUBE_APISERVER=$(KUBE_APISERVER); \
+	  start=$$(date +%s); (cd kube-apiserver-v1.36 && go build -o $(KUBE_APISERVER_1_36) k8s.io/kubernetes/cmd/kube-apiserver); \
+	  echo "== kube-apiserver $$(cd kube-apiserver-v1.36 && go list -m -f '{{.Version}}' k8s.io/kubernetes) built once for every KubeVirt version in $$(( $$(date +%s) - start )) s: $(KUBE_APISERVER_1_36)"; \
+	  start=$$(date +%s); go build -o $(KUBECTL) k8s.io/kubernetes/cmd/kubectl; \
+	  echo "== kubectl $$(go list -m -f '{{.Version}}' k8s.io/kubernetes) built in $$(( $$(date +%s) - start )) s: $(KUBECTL)"
+endef
+
+test-controlplane: ## manifests/ on real kube-apiservers 1.34.2 and 1.36.3 + etcd: docs/install.md's kubectl commands, every policy verdict, the launcher pod KubeVirt renders, per KubeVirt version
+	$(build_controlplane_tools)
+	@set -euo pipefail; cd test/controlplane; \
+	  export SRIOV_UDN_KUBE_APISERVER=$(KUBE_APISERVER) SRIOV_UDN_KUBE_APISERVER_1_36=$(KUBE_APISERVER_1_36) SRIOV_UDN_KUBECTL=$(KUBECTL); \
 	  failed=""; for v in $(KUBEVIRT_VERSIONS); do \
 	  mf=$$(MODULE=test/controlplane ../../.ci/kubevirt-modfiles flag $$v); \
 	  echo "== KubeVirt $$v ($${mf:-go.mod}): test/controlplane"; \
 	  export KUBEVIRT_VERSION=$$v; \
-	  if go vet $$mf ./... && go test $$mf -count=1 -timeout 20m ./...; then echo "== KubeVirt $$v: test/controlplane: passed"; \
+	  if go vet $$mf ./... && go test $$mf -count=1 -timeout 30m -skip '^TestDocs_' ./...; then echo "== KubeVirt $$v: test/controlplane: passed"; \
 	  else echo "== KubeVirt $$v: test/controlplane: FAILED"; failed="$$failed $$v"; fi; \
 	done; \
 	if [ -n "$$failed" ]; then echo "== test-controlplane failed on KubeVirt$$failed"; exit 1; fi
+
+# Once, against test/controlplane/go.mod's KubeVirt (the docs do not depend on it): the same test binary as
+# test-controlplane's first run, so after it nothing compiles again.
+test-docs: ## the docs' shell blocks: each marked; the `here` ones run in a copy of the repository (make demo, render, kubectl kustomize), `cluster` ones parsed; links, make targets, each page says who it is for (the `controlplane` ones run in test-controlplane)
+	@set -euo pipefail; cd test/controlplane; start=$$(date +%s); go build -o $(KUBECTL) k8s.io/kubernetes/cmd/kubectl; \
+	  echo "== kubectl built in $$(( $$(date +%s) - start )) s: $(KUBECTL)"
+	cd test/controlplane && SRIOV_UDN_KUBECTL=$(KUBECTL) go test -count=1 -timeout 20m -v -run '^TestDocs_' .
 
 test-plugin: ## the Plugin API domain hook (KubeVirt v1.9.0's ApplyDomainHooks and client) on the built binary, beside the hook Manager
 	cd test/plugin && go vet ./... && go test -count=1 -timeout 10m ./...
@@ -217,6 +239,60 @@ image-local: ## the same image with no registry: scratch + the binary `make buil
 	@$(MAKE) --no-print-directory build check-build BIN=bin/sriov-udn-binding
 	$(PODMAN) build -f images/Containerfile --build-arg BINARY_FROM=prebuilt --build-arg BASE_IMAGE=scratch \
 	  --build-arg VERSION=$(VERSION) -t $(LOCAL_IMAGE) .
+
+# A release: `make release VERSION=vX.Y.Z IMAGE_REPO=registry/namespace` (docs/image.md). The image is
+# $(IMAGE_REPO)/sriov-udn-binding:$(VERSION): the name keeps `sriov-udn-binding`, which the
+# MutatingAdmissionPolicies find our container by. It is built as image-local builds (scratch + the static binary,
+# nothing pulled: a release can be cut on an air-gapped machine), saved as an OCI archive, and every entry point's
+# manifests are rendered with kustomize's images: transformer (manifests/kubevirt/*/kustomizeconfig.yaml) pinned
+# to it, into $(RELEASE_DIR): one YAML file per entry point and Kubernetes version, the binary, SHA256SUMS.
+IMAGE_REPO    ?= ghcr.io/sriov-udn-binding
+RELEASE_IMAGE  = $(IMAGE_REPO)/sriov-udn-binding:$(VERSION)
+RELEASE_DIR   ?= $(CURDIR)/bin/release/$(VERSION)
+# kustomize v5.7.1: the version kubectl 1.34 embeds (the one test/controlplane applies with).
+KUSTOMIZE     ?= go run sigs.k8s.io/kustomize/kustomize/v5@v5.7.1
+# entry point : manifests directory : components, for each release file sriov-udn-binding[-<name>]-$(VERSION).yaml
+RELEASE_ENTRIES := \
+  :.: \
+  kubernetes-1.34-1.35:.:components/kubernetes-1.34-1.35 \
+  pod-info:overlays/pod-info: \
+  plugin:overlays/plugin: \
+  plugin-kubernetes-1.34-1.35:overlays/plugin:components/kubernetes-1.34-1.35 \
+  hco:overlays/hco: \
+  hco-kubernetes-1.34-1.35:overlays/hco:components/kubernetes-1.34-1.35
+
+release: ## a release: image $(IMAGE_REPO)/sriov-udn-binding:$(VERSION) (vX.Y.Z) built offline by podman and saved as an OCI archive, and the manifests of every entry point pinned to it, in $(RELEASE_DIR)
+	@set -euo pipefail; \
+	  if ! [[ "$(VERSION)" =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$$ ]]; then \
+	    echo "make release: VERSION=$(VERSION) is not a release version: give VERSION=vMAJOR.MINOR.PATCH (docs/image.md)"; exit 2; fi; \
+	  if [ -z "$(IMAGE_REPO)" ] || [[ "$(IMAGE_REPO)" == */ ]]; then \
+	    echo "make release: IMAGE_REPO=$(IMAGE_REPO): give the registry and repository the image goes to, e.g. IMAGE_REPO=registry.example.com/team"; exit 2; fi; \
+	  rm -rf $(RELEASE_DIR); mkdir -p $(RELEASE_DIR)/context/bin $(RELEASE_DIR)/kustomize; \
+	  echo "== make release $(VERSION): $(RELEASE_IMAGE) into $(RELEASE_DIR)"; \
+	  $(MAKE) --no-print-directory build check-build BIN=$(RELEASE_DIR)/context/bin/sriov-udn-binding VERSION=$(VERSION); \
+	  $(PODMAN) build -f $(CURDIR)/images/Containerfile --build-arg BINARY_FROM=prebuilt --build-arg BASE_IMAGE=scratch \
+	    --build-arg VERSION=$(VERSION) -t $(RELEASE_IMAGE) $(RELEASE_DIR)/context; \
+	  $(PODMAN) save --format oci-archive -o $(RELEASE_DIR)/sriov-udn-binding-$(VERSION).oci.tar $(RELEASE_IMAGE); \
+	  cp $(RELEASE_DIR)/context/bin/sriov-udn-binding $(RELEASE_DIR)/sriov-udn-binding-$(VERSION)-linux-$$(go env GOARCH); \
+	  for entry in $(RELEASE_ENTRIES); do \
+	    IFS=: read -r name dir comp <<< "$$entry"; k=$(RELEASE_DIR)/kustomize/$${name:-default}; mkdir -p $$k; \
+	    { echo "apiVersion: kustomize.config.k8s.io/v1beta1"; echo "kind: Kustomization"; \
+	      echo "resources: [$$(realpath --relative-to=$$k $(CURDIR)/manifests/$$dir)]"; \
+	      if [ -n "$$comp" ]; then echo "components: [$$(realpath --relative-to=$$k $(CURDIR)/manifests/$$comp)]"; fi; \
+	      echo "images:"; echo "  - name: ghcr.io/sriov-udn-binding/sriov-udn-binding"; \
+	      echo "    newName: $(IMAGE_REPO)/sriov-udn-binding"; echo "    newTag: $(VERSION)"; } > $$k/kustomization.yaml; \
+	    out=$(RELEASE_DIR)/sriov-udn-binding$${name:+-$$name}-$(VERSION).yaml; \
+	    { echo "# sriov-udn-binding $(VERSION): manifests/$${dir#.}$${comp:+ + manifests/$$comp}, image $(RELEASE_IMAGE)"; $(KUSTOMIZE) build $$k; } > $$out; \
+	    grep -qF 'sidecarImage: $(RELEASE_IMAGE)' $$out || { echo "make release: $$out does not name $(RELEASE_IMAGE)"; exit 1; }; \
+	    echo "== $$out"; \
+	  done; \
+	  rm -rf $(RELEASE_DIR)/context $(RELEASE_DIR)/kustomize; \
+	  (cd $(RELEASE_DIR) && sha256sum sriov-udn-binding-* > SHA256SUMS); \
+	  echo "== make release $(VERSION): done; push with: $(PODMAN) push $(RELEASE_IMAGE)"; ls -l $(RELEASE_DIR)
+
+# Once: podman builds the release image in storage of its own (test/manifests release_test.go).
+test-release: ## make release VERSION=v0.1.0 IMAGE_REPO=example.org/x with a podman of its own (no registry): the image, the OCI archive and every release manifest name that image (needs root, podman, runc)
+	cd test/manifests && go test -count=1 -timeout 20m -v -run '^TestRelease' .
 
 # Once, against test/go.mod's KubeVirt: the hook Manager it drives the container with is byte-identical in
 # every version of the matrix (README "Upgrade path"), and test-integration drives the bare binary with each.

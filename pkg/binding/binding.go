@@ -163,7 +163,8 @@ func (b *Binding) wait(ctx context.Context, hook string, need pipeline.Need) (*d
 		if errors.As(err, &missing) {
 			b.log.Warn("data still missing", "hook", hook, "waited", time.Since(start), "missing", len(missing.Items))
 		}
-		return nil, fmt.Errorf("%s: waited %s for DownwardAPI data: %w", hook, time.Since(start).Round(time.Millisecond), err)
+		return nil, fmt.Errorf("%s: waited %s for DownwardAPI data: %w%s", hook, time.Since(start).Round(time.Millisecond), err,
+			podInfoHint(b.cfg.Snapshots.Snapshot()))
 	}
 	if waited := time.Since(start); waited > time.Millisecond {
 		b.log.Info("data arrived", "hook", hook, "waited", waited, "generation", snap.Generation)
@@ -327,9 +328,30 @@ type Sources struct {
 }
 
 // Watch reads sources once and then watches them (downwardapi.Watcher: fsnotify on the directories,
-// kubelet's AtomicWriter swaps); the caller closes it.
+// kubelet's AtomicWriter swaps); the caller closes it. kubelet mounts a pod's volumes before its containers
+// start, so a pod-info volume absent at start stays absent: that is logged at once, naming the prerequisite
+// (at INFO: the hook that then fails says it again, in the error virt-launcher reports).
 func Watch(src Sources, logger *slog.Logger) (*downwardapi.Watcher, error) {
-	return downwardapi.NewWatcher(downwardapi.Config{DeviceInfoFile: src.DeviceInfoFile, PodInfoDir: src.PodInfoDir, Logger: logger})
+	w, err := downwardapi.NewWatcher(downwardapi.Config{DeviceInfoFile: src.DeviceInfoFile, PodInfoDir: src.PodInfoDir, Logger: logger})
+	if err == nil && logger != nil && !w.Snapshot().PodInfo {
+		logger.Info("pod-info volume absent", "dir", src.PodInfoDir, "cause", podInfoAbsent)
+	}
+	return w, err
+}
+
+// podInfoAbsent names the prerequisite behind a pod-info volume the container does not have: without it the
+// sidecar sees neither Multus' nor OVN-Kubernetes' annotations, so PreCloudInitIso can never have what it
+// needs (docs/troubleshooting.md, docs/install.md check 1).
+const podInfoAbsent = "the pod-info volume (the pod's labels and annotations) is not mounted in this container: " +
+	"the MutatingAdmissionPolicy sriov-udn-binding-podinfo.kubevirt.io did not mutate this pod (is it installed, " +
+	"and does kube-apiserver serve MutatingAdmissionPolicy?), and the binding is not registered with downwardAPI: pod-info"
+
+// podInfoHint is what a failed wait adds to its error when the pod-info volume is absent.
+func podInfoHint(snap *downwardapi.Snapshot) string {
+	if snap == nil || snap.PodInfo {
+		return ""
+	}
+	return "; " + podInfoAbsent
 }
 
 // ReadOnce reads sources once (render's --pod-info-dir): the watcher's first synchronous read.

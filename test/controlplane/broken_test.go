@@ -13,7 +13,7 @@ import (
 // testBrokenManifest applies a copy of manifests/ with one CEL expression broken: kubectl must fail with
 // the server's own validation error (the server compiles a policy's expressions when it stores it), so
 // this suite catches what only a real server catches.
-func testBrokenManifest(t *testing.T, k *kubectl) {
+func testBrokenManifest(t *testing.T, c *cluster, k *kubectl) {
 	dir := t.TempDir()
 	require.NoError(t, os.CopyFS(dir, os.DirFS(manifestsDir)))
 	file := filepath.Join(dir, "policy", "validating-policy.yaml")
@@ -23,7 +23,7 @@ func testBrokenManifest(t *testing.T, k *kubectl) {
 	require.Contains(t, string(data), good)
 	require.NoError(t, os.WriteFile(file, []byte(strings.Replace(string(data), good, "in ['None', 'External'", 1)), 0o644))
 
-	out, err := k.applyKustomize(dir)
+	out, err := k.applyKustomize(c.entryPoint(t, dir))
 	require.Error(t, err, "kubectl apply -k of a broken policy: %s", out)
 	msg := err.Error()
 	assert.Contains(t, msg, `ValidatingAdmissionPolicy.admissionregistration.k8s.io "`+mainPolicy+`" is invalid`)

@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 )
@@ -34,10 +33,17 @@ const baseKubeVirt = `{
   }
 }`
 
-// TestControlPlane is one cluster lifetime: the steps share the server (start-up is the expensive part),
-// and each step needs the state the one before it left, as on a user's cluster.
+// TestControlPlane runs the whole suite on each Kubernetes release of kubeVersions, one cluster lifetime each.
 func TestControlPlane(t *testing.T) {
-	c := startControlPlane(t, readmeServerFlags(t))
+	for _, k := range kubeVersions {
+		t.Run("Kubernetes "+k.name, func(t *testing.T) { testControlPlane(t, k) })
+	}
+}
+
+// testControlPlane is one cluster lifetime: the steps share the server (start-up is the expensive part), and
+// each step needs the state the one before it left, as on a user's cluster.
+func testControlPlane(t *testing.T, kv kubeVersion) {
+	c := startControlPlane(t, kv)
 	installCRDs(t, c)
 	k := newKubectl(t, c.config)
 	ctx := context.Background()
@@ -45,42 +51,45 @@ func TestControlPlane(t *testing.T) {
 	// What a KubeVirt install leaves before ours: its namespace and its KubeVirt CR.
 	_, err := c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kvNamespace}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	kv := &unstructured.Unstructured{}
-	require.NoError(t, kv.UnmarshalJSON([]byte(baseKubeVirt)))
-	_, err = c.dynamic.Resource(kvGVR).Namespace(kvNamespace).Create(ctx, kv, metav1.CreateOptions{})
+	kvObj := &unstructured.Unstructured{}
+	require.NoError(t, kvObj.UnmarshalJSON([]byte(baseKubeVirt)))
+	_, err = c.dynamic.Resource(kvGVR).Namespace(kvNamespace).Create(ctx, kvObj, metav1.CreateOptions{})
 	require.NoError(t, err)
-	// And the workload namespace, with a VM that predates the policies and violates them.
+	// And the workload namespace, with a VM that predates the policies and violates them, and the NADs the
+	// user made for their networks (docs/install.md check 7 reads one before the install).
 	namespace := loadUnstructured(t, filepath.Join(manifestsDir, "examples", "namespace.yaml"))
 	_, err = c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace.GetName()}}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	for _, nad := range []string{"nad-layer2.yaml", "nad-localnet.yaml"} {
+		obj := loadUnstructured(t, filepath.Join(manifestsDir, "examples", nad))
+		_, err := c.dynamic.Resource(nadGVR).Namespace(obj.GetNamespace()).Create(ctx, obj, metav1.CreateOptions{})
+		require.NoError(t, err, "%s", nad)
+	}
 	legacy := createLegacyVMs(t, c)
 
-	require.True(t, t.Run("README step 1: the JSON patch adds the ReservedOverheadMemlock feature gate", func(t *testing.T) {
-		patch := readmeFeatureGatePatch(t)
-		_, err := c.dynamic.Resource(kvGVR).Namespace(kvNamespace).Patch(ctx, kvName, types.JSONPatchType, []byte(patch), metav1.PatchOptions{})
-		require.NoError(t, err, "kubectl -n kubevirt patch kubevirt kubevirt --type json -p %s", patch)
-		gates, _, err := unstructured.NestedStringSlice(c.getKubeVirt(t).Object, "spec", "configuration", "developerConfiguration", "featureGates")
-		require.NoError(t, err)
-		assert.Equal(t, []string{"ReservedOverheadMemlock"}, gates)
-	}))
-
-	// README step 2, for every entry point in manifests/README.md, one after the other as a user switching
-	// between them would: the last one is the default (manifests/), which the later steps run against.
-	require.True(t, t.Run("README step 2: kubectl apply -k", func(t *testing.T) {
+	// Every entry point, one after the other as a user switching between them would, with the component
+	// docs/install.md tells users of this Kubernetes version to add.
+	require.True(t, t.Run("kubectl apply -k of each entry point", func(t *testing.T) {
 		for _, dir := range []string{
 			filepath.Join(manifestsDir, "overlays", "pod-info"),
 			filepath.Join(manifestsDir, "overlays", "e2e"),
 			filepath.Join(manifestsDir, "overlays", "stock"),
 			manifestsDir,
 		} {
-			t.Run(dir, func(t *testing.T) { c.applyAndReadBack(t, k, dir) })
+			t.Run(dir, func(t *testing.T) {
+				if filepath.Base(dir) == "e2e" && kv.mapVersion != "v1beta1" {
+					t.Skipf("overlays/e2e is for test/e2e's kind node, Kubernetes 1.34 (MutatingAdmissionPolicy v1beta1): not served by %s", kv.name)
+				}
+				c.applyAndReadBack(t, k, c.entryPoint(t, dir))
+			})
 		}
 	}))
-	c.waitForPolicies(t)
 
-	require.True(t, t.Run("README step 3: kubectl apply -k manifests/examples/", func(t *testing.T) {
-		c.applyAndReadBack(t, k, filepath.Join(manifestsDir, "examples"))
-	}))
+	// docs/install.md as a user runs it: the checks, the feature gate, their own kustomization with their
+	// image (and, on 1.34/1.35, the component), the examples, the verification; in page order, with kubectl.
+	checkout := copyRepo(t) // the user's checkout, which the page's commands write into; kept for later steps
+	require.True(t, t.Run("docs/install.md, as written", func(t *testing.T) { c.runInstallDoc(t, checkout) }))
+	c.waitForPolicies(t)
 
 	t.Run("ValidatingAdmissionPolicy verdicts", func(t *testing.T) { testValidatingVerdicts(t, c) })
 	t.Run("VM updates", func(t *testing.T) { testVMUpdates(t, c, legacy) })
@@ -98,8 +107,70 @@ func TestControlPlane(t *testing.T) {
 	t.Run("MutatingAdmissionPolicy on the launcher pod KubeVirt renders", func(t *testing.T) { testLauncherPod(t, c, k) })
 	t.Run("the pod-info volume names are reserved (VM, VMI)", func(t *testing.T) { testPodInfoVolumeVerdicts(t, c) })
 	t.Run("the pod-info volume of a launcher pod is the pinned one", func(t *testing.T) { testPodInfoPodVerdicts(t, c) })
-	t.Run("a manifest the server rejects fails apply with the server's error", func(t *testing.T) { testBrokenManifest(t, k) })
+	t.Run("a manifest the server rejects fails apply with the server's error", func(t *testing.T) { testBrokenManifest(t, c, k) })
+	t.Run("MutatingAdmissionPolicy in the version this server does not serve: kubectl names it", func(t *testing.T) { testOtherMAPVersion(t, c, k) })
 	t.Run("Plugin API (KubeVirt v1.9+): KubeVirt's CRD and policies admit manifests/overlays/plugin", func(t *testing.T) { testPluginAPI(t, c) })
+}
+
+// entryPoint is what a user of this Kubernetes version applies for the entry point dir: dir itself, or (with
+// a component, docs/install.md "Kubernetes versions") their own kustomization of dir plus the component.
+func (c *cluster) entryPoint(t *testing.T, dir string) string {
+	t.Helper()
+	if c.k8s.component == "" {
+		return dir
+	}
+	wrapper := t.TempDir()
+	rel := func(p string) string {
+		abs, err := filepath.Abs(p)
+		require.NoError(t, err)
+		r, err := filepath.Rel(wrapper, abs)
+		require.NoError(t, err)
+		return r
+	}
+	body := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - " + rel(dir) +
+		"\ncomponents:\n  - " + rel(c.k8s.component) + "\n"
+	require.NoError(t, os.WriteFile(filepath.Join(wrapper, "kustomization.yaml"), []byte(body), 0o644))
+	return wrapper
+}
+
+// runInstallDoc runs the controlplane blocks of docs/install.md for this Kubernetes version, in page order, in
+// dir, a copy of the repository (the page's commands write files there, as in a user's checkout), with
+// kubectl on PATH and a kubeconfig for this server; then checks what they left on the server.
+func (c *cluster) runInstallDoc(t *testing.T, dir string) {
+	blocks := controlPlaneBlocks(t, filepath.Join("docs", "install.md"), c.k8s.minor)
+	require.NotEmpty(t, blocks)
+	env := []string{
+		"PATH=" + toolPath(t) + string(os.PathListSeparator) + os.Getenv("PATH"),
+		"KUBECONFIG=" + c.writeKubeconfig(t),
+	}
+	var applied []string
+	for _, b := range blocks {
+		out, err := runBlock(t, dir, b, env)
+		require.NoError(t, err, "%s:\n%s\noutput:\n%s", b, b.text, out)
+		for _, m := range regexp.MustCompile(`(?m)kubectl apply -k (\S+)`).FindAllStringSubmatch(b.text, -1) {
+			applied = append(applied, m[1])
+		}
+	}
+	// The install applied the user's kustomization and then the examples: both are stored as built.
+	require.Equal(t, []string{"my-install", "manifests/examples/"}, applied, "the kubectl apply -k steps of docs/install.md")
+	c.installed = filepath.Join(dir, "my-install")
+	c.assertAllStored(t, kustomizeBuild(t, c.installed))
+	c.assertAllStored(t, kustomizeBuild(t, filepath.Join(dir, "manifests", "examples")))
+	gates, _, err := unstructured.NestedStringSlice(c.getKubeVirt(t).Object, "spec", "configuration", "developerConfiguration", "featureGates")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"ReservedOverheadMemlock"}, gates, "step 1's JSON patch")
+	binding := c.getTypedKubeVirt(t).Spec.Configuration.NetworkConfiguration.Binding[bindingName]
+	assert.Equal(t, "registry.example.com/sriov-udn-binding:v0.1.0", binding.SidecarImage, "step 2's images: entry")
+	// What `kubectl apply` stored for the binding is what the user's kustomization built.
+	for _, obj := range kustomizeBuild(t, c.installed) {
+		if obj.GetKind() == "KubeVirt" {
+			want, _, err := unstructured.NestedMap(obj.Object, "spec", "configuration", "network", "binding", bindingName)
+			require.NoError(t, err)
+			got, _, err := unstructured.NestedMap(c.getKubeVirt(t).Object, "spec", "configuration", "network", "binding", bindingName)
+			require.NoError(t, err)
+			assert.Equal(t, want, got)
+		}
+	}
 }
 
 // applyAndReadBack runs `kubectl apply -k dir` and reads back every object it sent.
@@ -138,16 +209,6 @@ func (c *cluster) getTypedKubeVirt(t *testing.T) *kubevirtv1.KubeVirt {
 	return kv
 }
 
-// readmeFeatureGatePatch is the JSON patch of step 1 of manifests/README.md "Installing", verbatim.
-func readmeFeatureGatePatch(t *testing.T) string {
-	t.Helper()
-	data, err := os.ReadFile(manifestReadme)
-	require.NoError(t, err)
-	m := regexp.MustCompile(`kubectl -n kubevirt patch kubevirt kubevirt --type json -p \\\n\s*'([^']+)'`).FindSubmatch(data)
-	require.NotNil(t, m, "%s: no `kubectl -n kubevirt patch kubevirt kubevirt --type json -p '...'`", manifestReadme)
-	return string(m[1])
-}
-
 // waitForPolicies waits until every admission policy is in force: the server stores a policy at once,
 // but its admission plugin learns of it (and of its binding) through an informer. A dry-run create of a VM
 // that only that policy objects to shows when.
@@ -177,4 +238,24 @@ func (c *cluster) waitForPolicies(t *testing.T) {
 		})
 		require.NoError(t, err, "policy %s not in force: %v %v", policy, last.err, last.warnings)
 	}
+}
+
+// testOtherMAPVersion applies the entry point in the MutatingAdmissionPolicy version this server does not serve
+// (1.34: without the component, so v1; 1.36: with it, so v1beta1): kubectl fails with the message
+// docs/troubleshooting.md quotes, naming that version.
+func testOtherMAPVersion(t *testing.T, c *cluster, k *kubectl) {
+	other := &cluster{k8s: kubeVersion{component: kubeVersions[0].component}}
+	want := "v1beta1"
+	if c.k8s.component != "" {
+		other.k8s.component, want = "", "v1"
+	}
+	out, err := k.applyKustomize(other.entryPoint(t, manifestsDir))
+	require.Error(t, err, "kubectl apply -k with MutatingAdmissionPolicy %s on Kubernetes %s: %s", want, c.k8s.name, out)
+	msg := `no matches for kind "MutatingAdmissionPolicy" in version "admissionregistration.k8s.io/` + want + `"`
+	assert.Contains(t, err.Error(), msg)
+	page, rerr := os.ReadFile(filepath.Join(repoRoot, "docs", "troubleshooting.md"))
+	require.NoError(t, rerr)
+	assert.Contains(t, strings.Join(strings.Fields(string(page)), " "), strings.ReplaceAll(msg, `"admissionregistration.k8s.io/`+want+`"`, `"admissionregistration.k8s.io/v1"`),
+		"docs/troubleshooting.md quotes the message")
+	t.Logf("kubectl: %s", err)
 }

@@ -24,7 +24,7 @@ const nadModule = "github.com/k8snetworkplumbingwg/network-attachment-definition
 // crds returns the CRDs the manifests need, from the Go modules that own them: KubeVirt's as virt-operator
 // generates them (with their OpenAPI validation schemas), and the NetworkAttachmentDefinition CRD of the
 // network-plumbing-wg client module. OVN-Kubernetes' UserDefinedNetwork CRD is not installed: no manifest
-// uses it (manifests/README.md explains why the examples are NADs).
+// uses it (manifests/README.md "examples/" says why the examples are NADs).
 func crds(t *testing.T) []*extv1.CustomResourceDefinition {
 	t.Helper()
 	var out []*extv1.CustomResourceDefinition

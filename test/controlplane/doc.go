@@ -1,11 +1,14 @@
-// Package controlplane tests manifests/ against a real control plane: a kube-apiserver (cmd/kube-apiserver
-// of k8s.io/kubernetes v1.34.2, this module's `tool`, run as a child process with only the feature gate and
-// API version that manifests/README.md tells users to enable; `make test-controlplane` builds it once for
-// every KubeVirt version) on an etcd embedded in the test (go.etcd.io/etcd/server/v3), with the real KubeVirt and
-// NetworkAttachmentDefinition CRDs. The manifests are applied with kubectl's own apply code, exactly as
-// the README says; the virt-launcher pod is rendered by KubeVirt's virt-controller template service and
-// created through the API server, so the admission policies are compiled and enforced by the server itself.
+// Package controlplane tests manifests/ against a real control plane, once per Kubernetes release users run:
+// kube-apiserver 1.34.2 (cmd/kube-apiserver of this module's k8s.io/kubernetes, its `tool`), started with only
+// the feature gate and API version docs/install.md tells users of 1.34/1.35 to enable, and 1.36.3 (the module
+// kube-apiserver-v1.36 beside this one) at its defaults; each runs as a child process on an etcd embedded in
+// the test (go.etcd.io/etcd/server/v3), with the real KubeVirt and NetworkAttachmentDefinition CRDs;
+// `make test-controlplane` builds each server once for every KubeVirt version. The shell blocks of
+// docs/install.md run as written, with kubectl's own binary; the other steps use kubectl's apply code; the
+// virt-launcher pod is rendered by KubeVirt's virt-controller template service and created through the API
+// server, so the admission policies are compiled and enforced by the server itself. The docs' other blocks
+// are tested here too (docs_test.go, `make test-docs`).
 //
 // It is its own Go module because it needs k8s.io/kubernetes and kubevirt.io/kubevirt with their replace
-// pins (DESIGN.md section 6): test/manifests stays a small module that builds in seconds.
+// pins (docs/development.md "Layout"): test/manifests stays a small module that builds in seconds.
 package controlplane

@@ -120,14 +120,17 @@ func podInfoMounted(pod *corev1.Pod) bool {
 // waitForMutation creates pod with dry-run until the MutatingAdmissionPolicy's effect is (or is no
 // longer) there: policy and binding reach the admission plugin through an informer, some time after the
 // server stored them.
+// A denial meanwhile (the pod-info-mounted policy can be in force before the MutatingAdmissionPolicy is) is
+// waited out too.
 func (c *cluster) waitForMutation(t *testing.T, pod *corev1.Pod, want bool) {
 	t.Helper()
 	var last *corev1.Pod
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		last = c.createPod(t, pod, true)
-		return podInfoMounted(last) == want, nil
+	var lastErr error
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		last, lastErr = c.kube.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return lastErr == nil && podInfoMounted(last) == want, nil
 	})
-	require.NoError(t, err, "MutatingAdmissionPolicy effect present=%v never observed; last volumes: %+v", want, last.Spec.Volumes)
+	require.NoError(t, err, "MutatingAdmissionPolicy effect present=%v never observed; last: %v %+v", want, lastErr, last)
 }
 
 // decided strips what the server assigns per request (name from generateName, uid, times, versions,
@@ -223,18 +226,44 @@ func testLauncherPod(t *testing.T, c *cluster, k *kubectl) {
 	sidecarRunning(t, pods["ours and passt"], passtImage)
 	sidecarRunning(t, pods["passt only"], passtImage)
 
-	// The same pods admitted without the MutatingAdmissionPolicy: remove its binding, wait until the
-	// server no longer applies it, create them (dry-run), and put the binding back with the README's
-	// command. The difference between the two is exactly what the policy did, and nothing else.
+	// Without the MutatingAdmissionPolicy (its binding removed, as on a server that does not serve the API or
+	// a cluster where it was never installed) our sidecar would start without the pod-info volume: the pod is
+	// denied, naming the prerequisite; a pod without our sidecar is not.
 	c.waitForMutation(t, ours, true)
-	require.NoError(t, c.dynamic.Resource(mapGVR).Delete(ctx, mapName, metav1.DeleteOptions{}))
-	c.waitForMutation(t, ours, false)
+	require.NoError(t, c.dynamic.Resource(c.mapBindingGVR()).Delete(ctx, mapName, metav1.DeleteOptions{}))
+	t.Run("without the MutatingAdmissionPolicy a pod with our sidecar is denied, naming the prerequisite", func(t *testing.T) {
+		var last error
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, last = c.kube.CoreV1().Pods(ours.Namespace).Create(ctx, ours, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return last != nil, nil
+		})
+		require.NoError(t, err, "never denied")
+		msg := strings.Join(strings.Fields(last.Error()), " ")
+		assert.Contains(t, msg, "'"+podInfoMountedPolicy+"'")
+		assert.Contains(t, msg, "the sriov-udn-binding sidecar "+ourSidecar+" has no pod-info volume at "+podInfoDir)
+		assert.Contains(t, msg, "The MutatingAdmissionPolicy "+mapName+", which mounts it, did not mutate this pod")
+		t.Logf("the denial: %s", msg)
+		for _, name := range []string{"passt only", "no binding plugin at all"} {
+			c.createPod(t, pods[name], true)
+		}
+	})
+	// The same pods admitted without either policy: remove that one's binding too, create them (dry-run),
+	// and put both back with the user's kustomization (docs/install.md). The difference between the two is
+	// exactly what the MutatingAdmissionPolicy did, and nothing else.
+	require.NoError(t, c.kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, podInfoMountedPolicy, metav1.DeleteOptions{}))
+	// Both reach the admission plugins through informers: wait until the pod is admitted and not mutated.
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		created, err := c.kube.CoreV1().Pods(ours.Namespace).Create(ctx, ours, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err == nil && !podInfoMounted(created), nil
+	})
+	require.NoError(t, err, "never admitted unmutated without the bindings of %s and %s", mapName, podInfoMountedPolicy)
 	baseline := map[string]*corev1.Pod{}
 	for name, pod := range pods {
 		baseline[name] = decided(c.createPod(t, pod, true))
 	}
-	out, err := k.applyKustomize(manifestsDir)
-	require.NoError(t, err, "kubectl apply -k %s: %s", manifestsDir, out)
+	require.NotEmpty(t, c.installed, "docs/install.md ran first")
+	out, err := k.applyKustomize(c.installed)
+	require.NoError(t, err, "kubectl apply -k %s: %s", c.installed, out)
 	c.waitForMutation(t, ours, true)
 
 	for name, container := range map[string]string{"ours": ourSidecar, "ours and passt": bothSidecar} {

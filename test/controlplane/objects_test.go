@@ -28,14 +28,22 @@ const (
 	memlockName  = "sriov-udn-binding-memlock.kubevirt.io"
 	podNICPolicy = "sriov-udn-binding-pod-nic-mac.kubevirt.io"
 	mapName      = "sriov-udn-binding-podinfo.kubevirt.io"
+	// podInfoMountedPolicy denies a launcher pod whose sidecar lacks the pod-info volume.
+	podInfoMountedPolicy = "sriov-udn-binding-pod-info-mounted.kubevirt.io"
 )
 
 var (
 	vmGVR  = kubevirtv1.SchemeGroupVersion.WithResource("virtualmachines")
 	vmiGVR = kubevirtv1.SchemeGroupVersion.WithResource("virtualmachineinstances")
 	kvGVR  = kubevirtv1.SchemeGroupVersion.WithResource("kubevirts")
-	mapGVR = schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1beta1", Resource: "mutatingadmissionpolicybindings"}
+	nadGVR = schema.GroupVersionResource{Group: "k8s.cni.cncf.io", Version: "v1", Resource: "network-attachment-definitions"}
 )
+
+// mapBindingGVR is the MutatingAdmissionPolicyBinding resource this server serves (v1beta1 on 1.34/1.35
+// with the gate, v1 from 1.36).
+func (c *cluster) mapBindingGVR() schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: c.k8s.mapVersion, Resource: "mutatingadmissionpolicybindings"}
+}
 
 // loadUnstructured reads the single object of a YAML file, as a user's kubectl would send it.
 func loadUnstructured(t *testing.T, file string) *unstructured.Unstructured {

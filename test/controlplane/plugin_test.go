@@ -127,7 +127,7 @@ func testPluginAPI(t *testing.T, c *cluster) {
 			return err == nil, nil
 		})
 		require.NoError(t, err, "%s never served", pluginGVR.GroupVersion())
-		c.applyAndReadBack(t, newKubectl(t, c.config), filepath.Join(manifestsDir, "overlays", "plugin"))
+		c.applyAndReadBack(t, newKubectl(t, c.config), c.entryPoint(t, filepath.Join(manifestsDir, "overlays", "plugin")))
 	}))
 
 	// The gate makes virt-controller add the plugin socket volume to every launcher pod. KubeVirt's Beta gate
@@ -135,7 +135,7 @@ func testPluginAPI(t *testing.T, c *cluster) {
 	// this kube-apiserver (1.34, Kubernetes gate ImageVolume off) drops with the init container's mount;
 	// KubeVirt's own kubevirt-plugin-sidecar-subpath-policy then fails on the init container without
 	// volumeMounts (no has() guard: "no such key: volumeMounts") and denies every such launcher pod. So the
-	// Plugin API on Kubernetes 1.34 also needs ImageVolume disabled in KubeVirt (manifests/README.md).
+	// Plugin API on Kubernetes 1.34 also needs ImageVolume disabled in KubeVirt (docs/plugin-api.md).
 	gate := `[{"op":"add","path":"/spec/configuration/developerConfiguration/featureGates/-","value":"Plugins"},` +
 		`{"op":"add","path":"/spec/configuration/developerConfiguration/disabledFeatureGates","value":["ImageVolume"]}]`
 	_, err = c.dynamic.Resource(kvGVR).Namespace(kvNamespace).Patch(ctx, kvName, types.JSONPatchType, []byte(gate), metav1.PatchOptions{})

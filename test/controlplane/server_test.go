@@ -30,9 +30,9 @@ import (
 
 // Paths relative to this package's directory (go test runs in it).
 var (
-	manifestsDir   = filepath.Join("..", "..", "manifests")
-	manifestReadme = filepath.Join(manifestsDir, "README.md")
-	topReadme      = filepath.Join("..", "..", "README.md")
+	repoRoot       = filepath.Join("..", "..")
+	manifestsDir   = filepath.Join(repoRoot, "manifests")
+	installDoc     = filepath.Join(repoRoot, "docs", "install.md")
 	e2eTestdataDir = filepath.Join("..", "e2e", "testdata")
 )
 
@@ -42,57 +42,88 @@ type cluster struct {
 	kube    kubernetes.Interface
 	dynamic dynamic.Interface
 	startup time.Duration
+	k8s     kubeVersion
+	// installed is the kustomization docs/install.md had the user write and apply (set once its blocks ran).
+	installed string
 }
 
-// readmeServerFlags returns the kube-apiserver flags that manifests/README.md tells users of Kubernetes
-// 1.34/1.35 to set for the MutatingAdmissionPolicy, so that the server runs with what the README says, and
-// only that; README.md "Deploying" must name the same flags.
-func readmeServerFlags(t *testing.T) []string {
+// docsServerFlags returns the kube-apiserver flags that docs/install.md (check 1) tells users of Kubernetes
+// 1.34/1.35 to set for the MutatingAdmissionPolicy, so that the server runs with what the docs say, and
+// only that.
+func docsServerFlags(t *testing.T) []string {
 	t.Helper()
-	flagsIn := func(file string) string {
-		data, err := os.ReadFile(file)
-		require.NoError(t, err)
-		m := regexp.MustCompile("`(--feature-gates=[^`]+)`").FindSubmatch(data)
-		require.NotNil(t, m, "%s: no `--feature-gates=... --runtime-config=...` for kube-apiserver", file)
-		return string(m[1])
-	}
-	flags := flagsIn(manifestReadme)
-	require.Equal(t, flags, flagsIn(topReadme), "README.md and %s must name the same kube-apiserver flags", manifestReadme)
-	out := strings.Fields(flags)
-	require.Len(t, out, 2, "%s: %q", manifestReadme, flags)
+	data, err := os.ReadFile(installDoc)
+	require.NoError(t, err)
+	m := regexp.MustCompile("`(--feature-gates=[^`]+)`").FindSubmatch(data)
+	require.NotNil(t, m, "%s: no `--feature-gates=... --runtime-config=...` for kube-apiserver", installDoc)
+	out := strings.Fields(string(m[1]))
+	require.Len(t, out, 2, "%s: %q", installDoc, m[1])
 	return out
 }
 
-// kubeAPIServerEnv names a kube-apiserver binary built from this module's k8s.io/kubernetes (the `tool` in
-// go.mod); `make test-controlplane` builds it once for every KubeVirt version, since the server is the same
-// whichever KubeVirt the tests link. Unset, the suite builds it itself.
-const kubeAPIServerEnv = "SRIOV_UDN_KUBE_APISERVER"
+// kubeVersion is one Kubernetes release the suite runs against: its kube-apiserver, the flags docs/install.md
+// tells its users to start it with, and the kustomize component they add (docs/install.md "Kubernetes
+// versions"). Every step of TestControlPlane runs on each.
+type kubeVersion struct {
+	name  string // the release, e.g. "1.34.2"
+	minor string // "1.34": the docs' blocks marked controlplane-<minor> are for it
+	// binaryEnv names a kube-apiserver built from module (the `tool` in its go.mod); `make test-controlplane`
+	// builds each once for every KubeVirt version, since the server is the same whichever KubeVirt the tests
+	// link. Unset, the suite builds it itself.
+	binaryEnv, module string
+	flags             func(*testing.T) []string // beyond what any cluster needs
+	// mapVersion is the MutatingAdmissionPolicy API version the server serves at those flags.
+	mapVersion string
+	// component is the kustomize component its users add to any entry point ("": none).
+	component string
+}
 
-// kubeAPIServerBinary returns the kube-apiserver to run: $SRIOV_UDN_KUBE_APISERVER, or one built now from
-// this module's pins (go.mod, whichever -modfile the tests run with: the server does not depend on KubeVirt).
-func kubeAPIServerBinary(t *testing.T) string {
+const (
+	kubeAPIServerEnv    = "SRIOV_UDN_KUBE_APISERVER"
+	kubeAPIServer136Env = "SRIOV_UDN_KUBE_APISERVER_1_36"
+)
+
+// kubeVersions: 1.34 (MutatingAdmissionPolicy v1beta1, behind a gate: the oldest the docs support) and
+// 1.36 (v1, GA, v1beta1 off: the first release users run without flags).
+var kubeVersions = []kubeVersion{
+	{
+		name: "1.34.2", minor: "1.34", binaryEnv: kubeAPIServerEnv, module: ".", flags: docsServerFlags,
+		mapVersion: "v1beta1", component: filepath.Join(manifestsDir, "components", "kubernetes-1.34-1.35"),
+	},
+	{
+		name: "1.36.3", minor: "1.36", binaryEnv: kubeAPIServer136Env, module: "kube-apiserver-v1.36",
+		flags: func(*testing.T) []string { return nil }, mapVersion: "v1",
+	},
+}
+
+// kubeAPIServerBinary returns the kube-apiserver of k to run: $<binaryEnv>, or one built now from k's
+// module (whichever -modfile the tests run with: the server does not depend on KubeVirt).
+func kubeAPIServerBinary(t *testing.T, k kubeVersion) string {
 	t.Helper()
-	if bin := os.Getenv(kubeAPIServerEnv); bin != "" {
+	if bin := os.Getenv(k.binaryEnv); bin != "" {
 		_, err := os.Stat(bin)
-		require.NoErrorf(t, err, "%s", kubeAPIServerEnv)
+		require.NoErrorf(t, err, "%s", k.binaryEnv)
 		return bin
 	}
 	bin := filepath.Join(t.TempDir(), "kube-apiserver")
 	start := time.Now()
-	out, err := exec.Command("go", "build", "-o", bin, "k8s.io/kubernetes/cmd/kube-apiserver").CombinedOutput()
-	require.NoErrorf(t, err, "go build k8s.io/kubernetes/cmd/kube-apiserver (set %s to skip):\n%s", kubeAPIServerEnv, out)
-	t.Logf("built kube-apiserver in %v (%s unset)", time.Since(start).Round(time.Second), kubeAPIServerEnv)
+	cmd := exec.Command("go", "build", "-o", bin, "k8s.io/kubernetes/cmd/kube-apiserver")
+	cmd.Dir = k.module
+	out, err := cmd.CombinedOutput()
+	require.NoErrorf(t, err, "go build k8s.io/kubernetes/cmd/kube-apiserver in %s (set %s to skip):\n%s", k.module, k.binaryEnv, out)
+	t.Logf("built kube-apiserver %s in %v (%s unset)", k.name, time.Since(start).Round(time.Second), k.binaryEnv)
 	return bin
 }
 
 // startControlPlane starts etcd (embedded go.etcd.io/etcd/server/v3, through k8s.io/apiserver's test
-// helper) in this process and kube-apiserver v1.34.2 (cmd/kube-apiserver, kubeAPIServerBinary) as a child
-// process, with the given feature flags on top of what any cluster needs (etcd, serving, a service-account
-// key, an admin token). Both stop at the end of t. The server's own log (every request at info level) goes
-// to a file whose tail a failure shows.
-func startControlPlane(t *testing.T, featureFlags []string) *cluster {
+// helper) in this process and k's kube-apiserver (cmd/kube-apiserver, kubeAPIServerBinary) as a child
+// process, with k's flags on top of what any cluster needs (etcd, serving, a service-account key, an admin
+// token). Both stop at the end of t. The server's own log (every request at info level) goes to a file whose
+// tail a failure shows.
+func startControlPlane(t *testing.T, k kubeVersion) *cluster {
 	t.Helper()
-	bin := kubeAPIServerBinary(t)
+	bin := kubeAPIServerBinary(t, k)
+	featureFlags := k.flags(t)
 	start := time.Now()
 	etcdClient := testserver.RunEtcd(t, testserver.NewTestConfig(t))
 
@@ -163,7 +194,7 @@ func startControlPlane(t *testing.T, featureFlags []string) *cluster {
 		// The suite creates many objects quickly; client-go's default 5 QPS would make it wait for nothing.
 		QPS: 500, Burst: 1000,
 	}
-	c := &cluster{config: config}
+	c := &cluster{config: config, k8s: k}
 	c.kube, err = kubernetes.NewForConfig(config)
 	require.NoError(t, err)
 	c.dynamic, err = dynamic.NewForConfig(config)
@@ -186,7 +217,7 @@ func startControlPlane(t *testing.T, featureFlags []string) *cluster {
 	})
 	require.NoError(t, err, "kube-apiserver never ready: %s", last)
 	c.startup = time.Since(start)
-	t.Logf("etcd + kube-apiserver %v ready in %v", featureFlags, c.startup.Round(time.Millisecond))
+	t.Logf("etcd + kube-apiserver %s %v ready in %v", k.name, featureFlags, c.startup.Round(time.Millisecond))
 	return c
 }
 

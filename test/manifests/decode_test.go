@@ -44,7 +44,11 @@ func TestManifests_EveryDocumentDecodesStrictlyIntoItsAPIType(t *testing.T) {
 			require.NoError(t, err)
 			var k kustypes.Kustomization
 			require.NoError(t, yaml.UnmarshalStrict(data, &k))
-			assert.Equal(t, kustypes.KustomizationKind, k.Kind)
+			if filepath.Base(filepath.Dir(filepath.Dir(file))) == "components" {
+				assert.Equal(t, kustypes.ComponentKind, k.Kind)
+			} else {
+				assert.Equal(t, kustypes.KustomizationKind, k.Kind)
+			}
 			for _, r := range k.Resources {
 				_, err := os.Stat(filepath.Join(filepath.Dir(file), r))
 				assert.NoError(t, err, "resource %q", r)
@@ -105,6 +109,8 @@ func checkObject(t *testing.T, obj runtime.Object) {
 		require.NotNil(t, plugin.ComputeResourceOverhead)
 		assert.False(t, plugin.ComputeResourceOverhead.Requests.Memory().IsZero(), "computeResourceOverhead memory")
 		assert.Nil(t, plugin.Migration, "the binding must not claim to be migratable: the VF is lost on migration")
+	case *hyperConverged:
+		checkHyperConverged(t, o)
 	case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
 		assert.NotEmpty(t, o.Spec.ValidationActions)
 	case *admissionregistrationv1beta1.MutatingAdmissionPolicy:

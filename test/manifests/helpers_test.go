@@ -46,6 +46,15 @@ func newScheme(t *testing.T) *runtime.Scheme {
 	} {
 		require.NoError(t, add(scheme))
 	}
+	// MutatingAdmissionPolicy v1 (GA in Kubernetes 1.36) is not in k8s.io/api v0.34, this module's version
+	// (KubeVirt's pins). v1 has the fields of v1beta1 (KEP-3962 graduated it unchanged), so a v1 document is
+	// decoded strictly into the v1beta1 types here: a field v1beta1 lacks fails; kube-apiserver 1.36.3 itself
+	// validates the v1 objects in test/controlplane.
+	gv := schema.GroupVersion{Group: admissionregistrationv1.GroupName, Version: "v1"}
+	scheme.AddKnownTypeWithName(gv.WithKind("MutatingAdmissionPolicy"), &admissionregistrationv1beta1.MutatingAdmissionPolicy{})
+	scheme.AddKnownTypeWithName(gv.WithKind("MutatingAdmissionPolicyBinding"), &admissionregistrationv1beta1.MutatingAdmissionPolicyBinding{})
+	// The HyperConverged operator's CR, from a transcription of its type (hco_test.go says why and from where).
+	scheme.AddKnownTypeWithName(hyperConvergedGVK, &hyperConverged{})
 	return scheme
 }
 
@@ -99,7 +108,8 @@ func splitDocuments(file string, data []byte) ([]document, error) {
 	}
 }
 
-// manifestFiles lists every YAML file under the manifest roots, kustomization files apart.
+// manifestFiles lists every YAML file under the manifest roots, kustomization files apart (and leaves out
+// kustomize's own transformer configurations).
 func manifestFiles(t *testing.T) (resources, kustomizations []string) {
 	t.Helper()
 	for _, root := range manifestRootDirs {
@@ -110,6 +120,8 @@ func manifestFiles(t *testing.T) (resources, kustomizations []string) {
 			switch {
 			case d.Name() == "kustomization.yaml":
 				kustomizations = append(kustomizations, path)
+			case d.Name() == "kustomizeconfig.yaml":
+				// kustomize's transformer configuration (`configurations:`), not an API object.
 			case strings.HasSuffix(d.Name(), ".yaml") || strings.HasSuffix(d.Name(), ".yml"):
 				resources = append(resources, path)
 			}

@@ -49,6 +49,10 @@ func TestKustomize_EveryKustomizationBuilds(t *testing.T) {
 	for _, file := range kustomizations {
 		dir := filepath.Dir(file)
 		t.Run(dir, func(t *testing.T) {
+			if filepath.Base(filepath.Dir(dir)) == "components" {
+				// A Component is built only as part of a kustomization: on the default entry point.
+				dir = userKustomization(t, manifestsDir, []string{dir}, "")
+			}
 			objs := build(t, dir)
 			assert.NotEmpty(t, objs)
 			for _, o := range objs {
@@ -62,6 +66,7 @@ func TestKustomize_OverlaysContainWhatTheirKubeVirtNeeds(t *testing.T) {
 	policies := []string{
 		"ValidatingAdmissionPolicy/sriov-udn-binding-memlock.kubevirt.io",
 		"ValidatingAdmissionPolicy/sriov-udn-binding-migration.kubevirt.io",
+		"ValidatingAdmissionPolicy/sriov-udn-binding-pod-info-mounted.kubevirt.io",
 		"ValidatingAdmissionPolicy/sriov-udn-binding-pod-nic-mac.kubevirt.io",
 		"ValidatingAdmissionPolicy/sriov-udn-binding-podinfo-pod.kubevirt.io",
 		"ValidatingAdmissionPolicy/sriov-udn-binding-podinfo-volume.kubevirt.io",
@@ -69,6 +74,7 @@ func TestKustomize_OverlaysContainWhatTheirKubeVirtNeeds(t *testing.T) {
 		"ValidatingAdmissionPolicy/sriov-udn-binding.kubevirt.io",
 		"ValidatingAdmissionPolicyBinding/sriov-udn-binding-memlock.kubevirt.io",
 		"ValidatingAdmissionPolicyBinding/sriov-udn-binding-migration.kubevirt.io",
+		"ValidatingAdmissionPolicyBinding/sriov-udn-binding-pod-info-mounted.kubevirt.io",
 		"ValidatingAdmissionPolicyBinding/sriov-udn-binding-pod-nic-mac.kubevirt.io",
 		"ValidatingAdmissionPolicyBinding/sriov-udn-binding-podinfo-pod.kubevirt.io",
 		"ValidatingAdmissionPolicyBinding/sriov-udn-binding-podinfo-volume.kubevirt.io",
