@@ -26,7 +26,7 @@ var samples embed.FS
 // maxInputSize bounds the pod and VMI files render reads.
 const maxInputSize = 8 << 20
 
-// render's exit codes (README "Debugging with render", `render --help`).
+// render's exit codes (docs/troubleshooting.md "Exit codes", `render --help`).
 const (
 	exitRendered = 0 // everything rendered; warnings may have been printed
 	exitHookFail = 1 // a hook would fail: the message is the hook's

@@ -245,7 +245,7 @@ func FuzzBinding_HooksNeverPanic(f *testing.F) {
 }
 
 // network-status lists every network of the pod. An InfiniBand secondary network reports a 20-byte
-// IPoIB hardware address; it is not ours and must not stop our interfaces (DESIGN.md s.4: interfaces
+// IPoIB hardware address; it is not ours and must not stop our interfaces (docs/design.md section 6: interfaces
 // not bound to us are never touched).
 func TestBinding_UnrelatedIPoIBNetworkInNetworkStatus_DoesNotBreakOurInterfaces(t *testing.T) {
 	annotations, vmi := loadSample(t)

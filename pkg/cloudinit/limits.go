@@ -9,7 +9,7 @@ import (
 // Limits on the user's networkData (issue 15). The source is the VM owner's cloud-init volume or
 // networkDataSecretRef: anyone who can create a VMI controls it, and the sidecar has a fixed memory
 // limit. Everything past a limit is rejected with an error naming the source and the limit; within
-// them the merge costs bounded memory and time (README "Limits"). Real network configs are far inside:
+// them the merge costs bounded memory and time (docs/footprint.md "What a hook call may carry"). Real network configs are far inside:
 // 64 fully configured NICs are about 3,000 YAML nodes, nested 6 deep.
 const (
 	// MaxNetworkDataBytes is the largest networkData accepted, the size of a Kubernetes Secret.

@@ -334,7 +334,7 @@ func (p *nicPlan) planDNS(dns model.DNS) error {
 // gateway adds no RTA_GATEWAY), network-manager (route1=<dest>,0.0.0.0) and sysconfig for IPv4
 // (`ip route add <dest> via 0.0.0.0 dev <nic>`) read it as on-link; the eni renderer's
 // `route add ... gw 0.0.0.0` and sysconfig's IPv6 `via ::` are refused by the kernel, so there the route
-// is missing (README "On-link routes").
+// is missing (docs/guests.md).
 func onLinkGateway(f model.Family) string {
 	if f == model.IPv4 {
 		return "0.0.0.0"

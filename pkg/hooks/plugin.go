@@ -91,7 +91,7 @@ type domainHookServer struct {
 // OnDefineDomain on the domain they returned (virtwrap/util/libvirt_helper.go SetDomainSpecStrWithHooks):
 // the step replaces our hostdevs by alias, so both paths together leave one per VF. Any other context
 // (MigrationTarget: live-migration-target.go) gets the domain back unchanged at once: the target's VFs are
-// KubeVirt's to re-attach (DESIGN.md 4b).
+// KubeVirt's to re-attach (docs/design.md section 10).
 func (s domainHookServer) MutateDomain(ctx context.Context, req *pluginv1alpha1.MutateDomainRequest) (*pluginv1alpha1.MutateDomainResponse, error) {
 	if invocation := req.GetSidecarContext().GetInvocationContext(); invocation != InvocationContextBoot {
 		s.log.Debug("domain passed through", "hook", "MutateDomain", "invocationContext", invocation)

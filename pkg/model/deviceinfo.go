@@ -20,7 +20,7 @@ func knownDeviceType(t string) bool {
 }
 
 // setDeviceInfo takes device-info from the device-info file, else the kubevirt.io/network-info
-// annotation, else network-status device-info (DESIGN.md section 2).
+// annotation, else network-status device-info (docs/design.md section 2).
 func (d *derived) setDeviceInfo(st *downwardapi.NetworkStatus, fileInfo, annInfo *downwardapi.NetworkInfoInterface, f ifaceFailer) error {
 	var di *downwardapi.DeviceInfo
 	var source, field string

@@ -31,7 +31,7 @@ func FamilyOf(a netip.Addr) Family {
 	return IPv6
 }
 
-// PrimaryFamily is the pod's primary IP family (DESIGN.md section 2): the family of podIP (env
+// PrimaryFamily is the pod's primary IP family (docs/design.md section 2): the family of podIP (env
 // MY_POD_IP) when it parses, else of the first "default" address in pod-networks, else IPv4.
 func PrimaryFamily(snap *downwardapi.Snapshot, podIP string) Family {
 	if a, err := netval.ParseAddr(strings.TrimSpace(podIP)); err == nil {

@@ -5,7 +5,7 @@ import (
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
 
-// setMAC applies DESIGN.md's precedence: VMI macAddress, network-status mac, network-info mac (a copy
+// setMAC applies the precedence of docs/design.md section 2: VMI macAddress, network-status mac, network-info mac (a copy
 // of network-status mac, present when only device-info is mounted; the device-info file before the
 // annotation), pod-networks mac_address. Every
 // present value is validated; an all-zero MAC counts as absent (SR-IOV CNI reports no admin MAC so).

@@ -42,7 +42,7 @@ func ValidPodIP(s string) bool {
 }
 
 // Report is what the hooks would do for a VMI and a snapshot, without waiting: `render`'s output. With
-// --format json it is the documented schema (README "render --format json"): camelCase keys, no nulls
+// --format json it is the documented schema (docs/troubleshooting.md "JSON output"): camelCase keys, no nulls
 // (lists are [] when empty, optional values are left out).
 type Report struct {
 	VMI         ReportVMI `json:"vmi"`

@@ -10,7 +10,7 @@ import (
 	cloudinit "kubevirt.io/kubevirt/pkg/cloud-init"
 )
 
-// The largest legal inputs (issue 15, README "Limits"): 1 MiB of user networkData in every format,
+// The largest legal inputs (docs/footprint.md "What a hook call may carry"): 1 MiB of user networkData in every format,
 // hostile within the limits (nesting, aliases, merge keys, comments, long scalars), 64 bound NICs,
 // 256 KiB of annotations, and the largest domain that fits, with the VMI, in one 4 MiB gRPC message
 // (grpc-go's default receive limit, which both virt-launcher and the sidecar keep). Inputs past a

@@ -17,6 +17,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/harness"
 )
 
 func TestImage_InspectShowsUser107EntrypointAndVersionLabel(t *testing.T) {
@@ -28,6 +30,7 @@ func TestImage_InspectShowsUser107EntrypointAndVersionLabel(t *testing.T) {
 			User       string
 			Entrypoint []string
 			Cmd        []string
+			Env        []string
 			Labels     map[string]string
 		}
 	}
@@ -39,6 +42,12 @@ func TestImage_InspectShowsUser107EntrypointAndVersionLabel(t *testing.T) {
 	assert.Empty(t, cfg.Cmd, "KubeVirt passes no args to a binding sidecar (pkg/network/netbinding/netbinding.go)")
 	assert.Equal(t, testVersion, cfg.Labels["org.opencontainers.image.version"])
 	assert.Equal(t, "sriov-udn-binding", cfg.Labels["org.opencontainers.image.title"])
+	// The Go runtime's settings, which the tests and the bench give the bare binary too (harness.ImageEnv).
+	want, err := harness.ImageEnv()
+	require.NoError(t, err)
+	for _, kv := range want {
+		assert.Contains(t, cfg.Env, kv)
+	}
 
 	// The entrypoint runs, as 107, with no shell to start it, and reports the version the label names.
 	version, err := pm.run("run", "--rm", "--network", "none", "--read-only", "--read-only-tmpfs=false",
@@ -102,11 +111,14 @@ func TestImage_HoldsOneStaticBinaryAndNoShell(t *testing.T) {
 		settings[s.Key] = s.Value
 	}
 	assert.Equal(t, "0", settings["CGO_ENABLED"])
-	assert.Empty(t, settings["-tags"], "the Makefile sets no build tags")
+	assert.Equal(t, "grpcnotrace", settings["-tags"], "the Makefile's build tags")
+	linked := map[string]bool{}
 	for _, d := range info.Deps {
-		assert.False(t, strings.HasPrefix(d.Path, "google.golang.org/grpc") || strings.HasPrefix(d.Path, "kubevirt.io/"),
+		linked[d.Path] = true
+		assert.False(t, strings.HasPrefix(d.Path, "k8s.io/") || strings.HasPrefix(d.Path, "kubevirt.io/api"),
 			"the image's binary links %s", d.Path)
 	}
+	assert.True(t, linked["google.golang.org/grpc"] && linked["kubevirt.io/kubevirt"], "grpc-go and KubeVirt's hook types")
 	// -trimpath leaves -ldflags out of the build info; the stamped string is in the data.
 	assert.True(t, bytes.Contains(bin, []byte(testVersion)), "stamped with -X main.version=%s", testVersion)
 }

@@ -61,7 +61,7 @@ func startWithSamples(t *testing.T) (*layout, samples, *harness.Process) {
 	return l, s, l.start(t, "--wait-timeout", "2s")
 }
 
-// A request past the receive limit (27.1 MiB, README "Limits") is refused before it costs memory, with the
+// A request past the receive limit (27.1 MiB, docs/footprint.md "What a hook call may carry") is refused before it costs memory, with the
 // sidecar's own log line naming the hook and the limit.
 func TestInput_RequestPastTheLimit_RefusedWithALogLine(t *testing.T) {
 	l, s, proc := startWithSamples(t)

@@ -35,7 +35,7 @@ type ImageSpec struct {
 // 2: the initramfs is generated again after Files are written (initramfsConf).
 const imageLayoutVersion = "2"
 
-// GuestImage is one guest of the matrix (README "Requirements and limits" lists it): the name the log's
+// GuestImage is one guest of the matrix (docs/guests.md "Tested guests" lists it): the name the log's
 // table shows, the image, and the renderer cloud-init uses in it, which decides how checks read the network.
 type GuestImage struct {
 	Name string
