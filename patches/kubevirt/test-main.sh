@@ -60,8 +60,10 @@ step_build_virt_launcher() {
   summary+=("$v cmd/virt-launcher: built (libnbd stub)")
 }
 
-# step_hotplug (patch 0004): KubeVirt's suite of pkg/virt-launcher/virtwrap/pci on the patched tree, all green;
-# then 0004's own spec against the code before 0004 must fail (it asserts what #17605 broke).
+# step_hotplug (patch 0004): KubeVirt's suite of pkg/virt-launcher/virtwrap/pci on the patched tree, all green,
+# and testdata/hotplug (DisableHotplugOnOccupiedRootPorts on libvirt 11.3's read-back of our VFs' domain); then
+# 0004's own spec and the read-back's SR-IOV test against the code before 0004 must fail (they assert what
+# #17605 breaks), and the read-back as libvirt 11.3 returns it must match no port either way.
 step_hotplug() {
   echo "== KubeVirt $v: patch 0004 (SR-IOV root ports stay hotpluggable): KubeVirt's own suite"
   local p out file=pkg/virt-launcher/virtwrap/pci/hotplug.go c
@@ -71,6 +73,11 @@ step_hotplug() {
     echo "   $p: $(pass_count "$out")"
     summary+=("$v $p: $(pass_count "$out")")
   done
+  cp "$here"/testdata/hotplug/* pkg/virt-launcher/virtwrap/pci/
+  out=$(go test -count=1 -v -tags sriovudn_hotplug -run '^TestLibvirtReadBack' ./pkg/virt-launcher/virtwrap/pci/ 2>&1) ||
+    { echo "$out" | tail -30; echo "FAIL: libvirt 11.3 read-back on patched $v"; return 1; }
+  echo "$out" | grep -aE 'ports turned off|no pcie-root-port turned off' | sed 's/^ */   patched: /'
+  summary+=("$v libvirt 11.3 read-back (0004): $(pass_count "$out")")
   c=$(git log -1 --format=%H -- "$file")
   case "$(git log -1 --format=%s "$c")" in
     *"SR-IOV host devices hotpluggable"*) ;;
@@ -78,12 +85,19 @@ step_hotplug() {
   esac
   git show "$c~1:$file" > "$file"
   out=$(go test -count=1 -v ./pkg/virt-launcher/virtwrap/pci/ -ginkgo.no-color -ginkgo.focus 'SR-IOV host devices' 2>&1 || true)
-  git checkout -q "$file"
   if ! grep -qE '^Ran 1 of [0-9]+ Specs' <<<"$out" || ! grep -qE '0 Passed \| 1 Failed' <<<"$out"; then
-    echo "$out" | tail -30; echo "0004's spec did not fail on the code before 0004"; return 1
+    git checkout -q "$file"; echo "$out" | tail -30; echo "0004's spec did not fail on the code before 0004"; return 1
   fi
   echo "   0004's spec on the code before 0004 (hotplug=\"off\" on every PCI hostdev's port): red, as intended"
-  summary+=("$v 0004 spec on pre-0004 code: red (1 of 1 failed)")
+  out=$(go test -count=1 -v -tags sriovudn_hotplug -run '^TestLibvirtReadBack' ./pkg/virt-launcher/virtwrap/pci/ 2>&1 || true)
+  git checkout -q "$file"
+  rm -f pkg/virt-launcher/virtwrap/pci/readback_test.go pkg/virt-launcher/virtwrap/pci/libvirt-11.3-readback.xml
+  if ! grep -qE -- '--- PASS: TestLibvirtReadBack_AsLibvirt113ReturnsIt_NoPortMatches' <<<"$out" ||
+    ! grep -qE -- '--- FAIL: TestLibvirtReadBack_PortsKeyedByTheirBus_SRIOVPortsStayHotpluggable' <<<"$out"; then
+    echo "$out" | tail -30; echo "the read-back tests on the code before 0004 did not pass (no busNr) and fail (ports by bus) as intended"; return 1
+  fi
+  echo "$out" | grep -aE 'its root port has hotplug off' | sed 's/^ */   before 0004: /'
+  summary+=("$v before 0004: its spec red (1 of 1 failed); read-back keyed by bus: SR-IOV ports off (red); as libvirt 11.3 returns it: no port off")
 }
 
 build_sidecar

@@ -53,7 +53,12 @@ func setup(t *testing.T) *env {
 	root, err := trixietools.Ensure(ctx, trixietools.DefaultCacheDir(), t.Logf)
 	require.NoError(t, err)
 	t.Logf("TIMING trixie tools root ready in %s", time.Since(start).Round(100*time.Millisecond))
-	d, err := libvirtcheck.Start(ctx, root, t.TempDir())
+	// Not t.TempDir(): its path holds the test's name, and the daemon's socket below it must fit a unix
+	// socket address (108 bytes).
+	state, err := os.MkdirTemp("", "libvirtd-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(state) })
+	d, err := libvirtcheck.Start(ctx, root, state)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = d.Close() })
 	version, err := d.Version(ctx)
@@ -152,6 +157,14 @@ func newVMI(ours ...v1.Interface) *v1.VirtualMachineInstance {
 // Manager does (pkg/hooks/manager.go).
 func kubevirtDomain(t *testing.T, vmi *v1.VirtualMachineInstance) []byte {
 	t.Helper()
+	out, err := xml.MarshalIndent(kubevirtDomainSpec(t, vmi), "", "\t")
+	require.NoError(t, err)
+	return out
+}
+
+// kubevirtDomainSpec is kubevirtDomain before the hook Manager marshals it.
+func kubevirtDomainSpec(t *testing.T, vmi *v1.VirtualMachineInstance) *api.DomainSpec {
+	t.Helper()
 	c := &convertertypes.ConverterContext{
 		Architecture:                    archconverter.NewConverter(runtime.GOARCH),
 		VirtualMachine:                  vmi,
@@ -168,9 +181,7 @@ func kubevirtDomain(t *testing.T, vmi *v1.VirtualMachineInstance) []byte {
 	dom := &api.Domain{}
 	require.NoError(t, converter.Convert_v1_VirtualMachineInstance_To_api_Domain(vmi, dom, c))
 	api.NewDefaulter(c.Architecture.GetArchitecture()).SetObjectDefaults_Domain(dom)
-	out, err := xml.MarshalIndent(&dom.Spec, "", "\t")
-	require.NoError(t, err)
-	return out
+	return &dom.Spec
 }
 
 func bound(name, hostPCI, guestPCI string, boot *uint) model.BoundInterface {
