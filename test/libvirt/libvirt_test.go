@@ -1,6 +1,7 @@
 package libvirt_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/xml"
 	"os"
@@ -81,6 +82,19 @@ func (e *env) check(t *testing.T, input, domainXML []byte) {
 	defer cancel()
 	devices, err := libvirtcheck.ChangedDevices(input, domainXML)
 	require.NoError(t, err)
+	if len(devices) == 0 && bytes.Equal(input, domainXML) {
+		// The sidecar returned the domain it was sent: a later OnDefineDomain call on a domain that already
+		// holds its hostdevs (virt-launcher's next pass, KubeVirt main's read-back) leaves them exactly as they
+		// are (pkg/domain). Judge the SR-IOV hostdevs it holds; KubeVirt's own are skipped below as ever.
+		all, err := libvirtcheck.DevicesOf(domainXML)
+		require.NoError(t, err)
+		for _, d := range all {
+			if bytes.HasPrefix(d, []byte("<hostdev")) && strings.HasPrefix(aliasOf(d), "ua-sriov-") {
+				devices = append(devices, d)
+			}
+		}
+		t.Logf("the sidecar returned the domain unchanged; judging the %d SR-IOV hostdevs it already holds", len(devices))
+	}
 	require.NotEmpty(t, devices, "the sidecar added or changed no <hostdev> or <interface>")
 	before, err := libvirtcheck.DevicesOf(input)
 	require.NoError(t, err)
