@@ -36,3 +36,33 @@ kubevirt_tree_modfile() {
     "$repo/.ci/third-party" apply "$1/go.mod"
   fi
 }
+
+# KubeVirt main and open pull requests (patches/kubevirt/test-main.sh, outside CI): the Go module proxy serves no
+# such tree, so it comes from a git clone of kubevirt/kubevirt with the pull request refs (the fetch tool's bare
+# directory here; elsewhere `git clone --bare https://github.com/kubevirt/kubevirt` and
+# `git fetch origin '+refs/pull/*/head:refs/pull/*/head'`). KUBEVIRT_GIT_DIR overrides where it is.
+kubevirt_git_dir=${KUBEVIRT_GIT_DIR:-/work/.mirror/kubevirt+kubevirt/repo}
+# What test-main.sh builds besides virt-handler, and the suite of the package patch 0004 touches.
+kubevirt_launcher_pkgs=(./cmd/virt-launcher)
+kubevirt_hotplug_pkgs=(./pkg/virt-launcher/virtwrap/pci/)
+
+# kubevirt_git_tree COMMIT DEST checks COMMIT of $kubevirt_git_dir out at DEST (a clone sharing its objects).
+kubevirt_git_tree() {
+  git -C "$kubevirt_git_dir" cat-file -e "$1^{commit}" 2>/dev/null ||
+    { echo "kubevirt_git_tree: $kubevirt_git_dir has no commit $1 (fetch kubevirt/kubevirt again, or set KUBEVIRT_GIT_DIR)" >&2; return 1; }
+  git clone -q --shared --no-checkout "$kubevirt_git_dir" "$2" && git -C "$2" checkout -q --detach "$1"
+}
+
+# kubevirt_git_tree_modfile DIR makes the go.mod of a git tree in DIR buildable here: its staging replaces are
+# directories of the tree itself, but the Go module proxy refuses kubevirt.io/virt-template-{api,client-go}
+# v0.2.0 (.ci/third-party, which says when its fallback is used) and libguestfs.org/libnbd (virt-launcher's NBD
+# client): the stub in main/libnbd-stub takes its place, and the log says so.
+kubevirt_git_tree_modfile() {
+  if [ "$(awk '$1 == "kubevirt.io/virt-template-api" {print $2}' "$1/go.mod")" = v0.2.0 ]; then
+    "$repo/.ci/third-party" apply "$1/go.mod"
+  fi
+  if grep -q '^[[:space:]]*libguestfs.org/libnbd ' "$1/go.mod"; then
+    (cd "$1" && go mod edit -replace "libguestfs.org/libnbd=$here/main/libnbd-stub")
+    echo "== libnbd: STUB in use (patches/kubevirt/main/libnbd-stub: the Go module proxy refuses libguestfs.org/libnbd; virt-launcher builds without an NBD client)"
+  fi
+}

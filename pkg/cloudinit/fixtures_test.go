@@ -124,6 +124,15 @@ func renderCases() []renderCase {
 			b.Routes = []model.Route{route("192.168.20.0/24", "192.168.10.254")}
 			b.DNS = model.DNS{Nameservers: addrs("192.168.10.1")}
 		})}},
+		// ipam_mode dhcp is IPv4 only (OKEP-6224): DHCPv4, and the IPv6 address, gateway and route as given.
+		{name: "udn-dhcp-ipv6-static", errV2: "IPv6 routes on a NIC whose first subnet is IPv4 DHCP", ifaces: []model.BoundInterface{nic("udn", "02:00:00:aa:bb:01", func(b *model.BoundInterface) {
+			b.DHCP = true
+			b.Role = "primary"
+			b.Addresses = pfx("10.200.0.21/24", "fd20:0:0:1::15/64")
+			b.Gateways = addrs("10.200.0.1", "fd20:0:0:1::1")
+			b.Routes = []model.Route{route("fd99::/64", "fd20:0:0:1::1")}
+			b.DNS = model.DNS{Nameservers: addrs("fd20:0:0:1::53")}
+		})}},
 		{name: "mtu", ifaces: []model.BoundInterface{nic("jumbo", "02:00:00:aa:bb:01", func(b *model.BoundInterface) {
 			b.Addresses = pfx("10.20.2.5/24")
 			b.MTU = 9000

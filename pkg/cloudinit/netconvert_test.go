@@ -516,31 +516,39 @@ func parseNM(t *testing.T, out string) map[string]*facts {
 }
 
 // expectFacts is what cloud-init must configure for b, derived from the model directly (not from our
-// renderer): DHCP NICs ask for the families the model knows (IPv4 when none) and get no static
-// addresses, gateways or DNS; static NICs get everything.
+// renderer): DHCP NICs (ipam_mode dhcp, IPv4 only) run DHCPv4, get their IPv6 addresses and IPv6
+// gateway statically and DNS from the DHCP server; static NICs get everything.
 func expectFacts(b model.BoundInterface) (string, *facts) {
 	f := &facts{Up: true, MAC: strings.ToLower(b.MAC.String()), MTU: b.MTU}
+	static := b.Addresses
+	gateways := b.Gateways
 	if b.DHCP {
+		f.DHCP4 = true
+		static, gateways = nil, nil
 		for _, a := range b.Addresses {
-			f.DHCP4 = f.DHCP4 || a.Addr().Is4()
-			f.DHCP6 = f.DHCP6 || a.Addr().Is6()
-		}
-		f.DHCP4 = f.DHCP4 || !f.DHCP6
-	} else {
-		for _, a := range b.Addresses {
-			f.Addresses = append(f.Addresses, a.String())
+			if a.Addr().Is6() {
+				static = append(static, a)
+			}
 		}
 		for _, g := range b.Gateways {
-			f.Routes = append(f.Routes, defaultRoute(g.String()))
+			if g.Is6() {
+				gateways = append(gateways, g)
+			}
 		}
-		if len(b.Addresses) > 0 {
-			for _, ns := range b.DNS.Nameservers {
-				f.Nameservers = append(f.Nameservers, ns.String())
-			}
-			f.Search = append(f.Search, b.DNS.Search...)
-			if b.DNS.Domain != "" {
-				f.Search = append(f.Search, b.DNS.Domain)
-			}
+	}
+	for _, a := range static {
+		f.Addresses = append(f.Addresses, a.String())
+	}
+	for _, g := range gateways {
+		f.Routes = append(f.Routes, defaultRoute(g.String()))
+	}
+	if len(static) > 0 && !b.DHCP {
+		for _, ns := range b.DNS.Nameservers {
+			f.Nameservers = append(f.Nameservers, ns.String())
+		}
+		f.Search = append(f.Search, b.DNS.Search...)
+		if b.DNS.Domain != "" {
+			f.Search = append(f.Search, b.DNS.Domain)
 		}
 	}
 	for _, r := range b.Routes {

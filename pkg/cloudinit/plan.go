@@ -238,11 +238,22 @@ func (p *nicPlan) planGateways(gateways []netip.Addr) error {
 // family to hang the default route on.
 func (p *nicPlan) planAddressing(b *model.BoundInterface, present map[model.Family]bool) error {
 	if b.DHCP {
-		// The DHCP server supplies addresses, default route and DNS; the model's addresses and gateways only
-		// tell which families to ask for. With none known, IPv4 (OKEP-6224 localnet DHCP).
-		p.dhcp4 = present[model.IPv4] || p.gateway4.IsValid() || !present[model.IPv6] && !p.gateway6.IsValid()
-		p.dhcp6 = present[model.IPv6] || p.gateway6.IsValid()
-		p.gateway4, p.gateway6 = netip.Addr{}, netip.Addr{}
+		// pod-networks ipam_mode "dhcp" (OKEP-6224, ovn-kubernetes #6666) is IPv4 only: the guest runs
+		// DHCPv4 on the NIC, and the DHCP server supplies its IPv4 address, default route and DNS (the IPv4
+		// addresses the model knows are the lease ovnkube-node discovered: they go to the interface cache,
+		// not into the guest). An IPv6 address the model knows is configured statically as given, with its
+		// gateway, like a static NIC's. The pod NIC (model.FindPodNIC) has no addresses: DHCPv4 only, as
+		// cloud-init's fallback.
+		p.dhcp4 = true
+		p.gateway4 = netip.Addr{}
+		for _, a := range b.Addresses {
+			if model.FamilyOf(a.Addr()) == model.IPv6 {
+				p.static = append(p.static, a)
+			}
+		}
+		if p.gateway6.IsValid() && !present[model.IPv6] {
+			return fmt.Errorf("IPv6 gateway %s but no IPv6 address to attach the default route to", p.gateway6)
+		}
 		return nil
 	}
 	p.static = append([]netip.Prefix(nil), b.Addresses...)
@@ -294,9 +305,11 @@ func (p *nicPlan) planRoutes(routes []model.Route) error {
 }
 
 // planDNS takes nameservers and search domains for a NIC with static addresses: DNS is per subnet in
-// cloud-init; DHCP NICs take it from the DHCP server, and a NIC without addresses has no subnet to carry it.
+// cloud-init; DHCP NICs take it from the DHCP server (a static IPv6 beside DHCPv4 included: the server's
+// answer would otherwise be overridden where DNS is per adapter, as on Windows), and a NIC without
+// addresses has no subnet to carry it.
 func (p *nicPlan) planDNS(dns model.DNS) error {
-	if len(p.static) == 0 {
+	if len(p.static) == 0 || p.dhcp4 {
 		return nil
 	}
 	seen := map[netip.Addr]bool{}

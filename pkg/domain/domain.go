@@ -48,12 +48,18 @@ func (doc *document) wiredByKubeVirt(ifaceName string) bool {
 	})
 }
 
-// Apply returns domainXML with one <hostdev> per bound interface that needs one, replacing any
-// previous one with the same alias; interfaces KubeVirt already wired (<interface> alias ua-<name>)
-// are skipped. virt-launcher calls OnDefineDomain several times per start and feeds each call the
-// previous result (pkg/virt-launcher/virtwrap/util/libvirt_helper.go, SetDomainSpecStrWithHooks), so
-// Apply is idempotent. Every byte outside the replaced hostdevs is kept: the new ones go after the
-// last other device, indented like it. When nothing changes the result is domainXML itself.
+// Apply returns domainXML with one <hostdev> per bound interface that needs one; interfaces KubeVirt
+// already wired (<interface> alias ua-<name>) are skipped. virt-launcher calls OnDefineDomain several
+// times per start and feeds each call the previous result (pkg/virt-launcher/virtwrap/util/libvirt_helper.go,
+// SetDomainSpecStrWithHooks), and since #17605 (KubeVirt main, virtwrap/manager.go allocateHotplugPorts)
+// also the domain as libvirt read it back after a define, in which our hostdev carries the guest PCI
+// <address> libvirt assigned. So a hostdev with our alias that already says what we would write (same VF,
+// managed, boot order, and the VMI's pciAddress when it sets one) is left exactly as it is, its libvirt
+// address and anything libvirt added included; one that differs is replaced where it stands, keeping the
+// guest address it had when the VMI sets none (the VF keeps its slot in the guest); repeats of it are
+// removed; the hostdevs of interfaces without one go after the last other device, indented like it.
+// Every byte outside the replaced hostdevs is kept, Apply is idempotent, and when nothing changes the
+// result is domainXML itself.
 func Apply(domainXML []byte, ifaces []model.BoundInterface) ([]byte, error) {
 	doc, err := parseDocument(context.Background(), domainXML)
 	if err != nil {
@@ -107,18 +113,41 @@ func (doc *document) apply(domainXML []byte, ifaces []model.BoundInterface) ([]b
 	return splice(domainXML, doc.devices, hostdevs, aliases)
 }
 
-// splice removes every child of <devices> that is a hostdev with one of the given aliases (with the
-// whitespace before it) and inserts the new hostdevs after the last remaining device.
+// splice puts the hostdevs into <devices>: a hostdev child with one of the given aliases is kept when it
+// already says what ours says (sameHostdev), else replaced in place (with its guest address when ours has
+// none); later children with that alias are removed with the whitespace before them; hostdevs with no
+// such child go after the last remaining device.
 func splice(src []byte, devs *devicesElement, hostdevs []hostdevXML, aliases map[string]string) ([]byte, error) {
+	byAlias := make(map[string]*hostdevXML, len(hostdevs))
+	for i := range hostdevs {
+		byAlias[HostdevAlias(hostdevs[i].name)] = &hostdevs[i]
+	}
 	var (
-		cuts []edit
-		kept []device
+		edits []edit
+		kept  []device
 	)
+	placed := make(map[string]bool, len(hostdevs))
 	for _, d := range devs.children {
 		owner, ours := aliases[d.alias]
 		switch {
+		case ours && d.element == "hostdev" && placed[d.alias]:
+			edits = append(edits, edit{start: d.leadStart, end: d.end})
 		case ours && d.element == "hostdev":
-			cuts = append(cuts, edit{start: d.leadStart, end: d.end})
+			placed[d.alias] = true
+			kept = append(kept, d)
+			hd := byAlias[d.alias]
+			have, parsed := parseHostdev(src[d.start:d.end])
+			if parsed && sameHostdev(have, hd.hostdev) {
+				continue
+			}
+			if parsed && hd.hostdev.Address == nil && have.Address != nil && have.Address.PCI != nil {
+				hd.hostdev.Address = &libvirtxml.DomainAddress{PCI: have.Address.PCI}
+			}
+			text, err := renderInPlace(d, hd, indentUnit(devs))
+			if err != nil {
+				return nil, err
+			}
+			edits = append(edits, edit{start: d.start, end: d.end, text: text})
 		case ours:
 			// libvirt rejects duplicate aliases, and KubeVirt's NetStat would report this device as
 			// our interface: refuse rather than define a domain that fails or misreports.
@@ -129,8 +158,21 @@ func splice(src []byte, devs *devicesElement, hostdevs []hostdevXML, aliases map
 		}
 	}
 
+	var fresh []hostdevXML
+	for _, hd := range hostdevs {
+		if !placed[HostdevAlias(hd.name)] {
+			fresh = append(fresh, hd)
+		}
+	}
+	if len(fresh) == 0 {
+		if len(edits) == 0 {
+			return src, nil
+		}
+		return applyEdits(src, edits), nil
+	}
+
 	l := newLayout(devs, kept)
-	insert, err := l.render(hostdevs)
+	insert, err := l.render(fresh)
 	if err != nil {
 		return nil, err
 	}
@@ -145,12 +187,75 @@ func splice(src []byte, devs *devicesElement, hostdevs []hostdevXML, aliases map
 		}}), nil
 	}
 
-	edits := []edit{{start: l.insertAt, end: l.insertAt, text: insert}}
-	if l.closingLead != "" && !strings.Contains(survivingText(src, l.insertAt, devs.endTagStart, cuts), "\n") {
+	edits = append([]edit{{start: l.insertAt, end: l.insertAt, text: insert}}, edits...)
+	if l.closingLead != "" && !strings.Contains(survivingText(src, l.insertAt, devs.endTagStart, edits[1:]), "\n") {
 		// Nothing left between the new hostdevs and </devices> ends the line: end it ourselves.
 		edits = append(edits, edit{start: devs.endTagStart, end: devs.endTagStart, text: l.closingLead})
 	}
-	return applyEdits(src, append(edits, cuts...)), nil
+	return applyEdits(src, edits), nil
+}
+
+// parseHostdev reads one <hostdev> element with libvirtxml; false when libvirtxml refuses it (no mode, ...).
+func parseHostdev(element []byte) (*libvirtxml.DomainHostdev, bool) {
+	var hd libvirtxml.DomainHostdev
+	if err := xml.Unmarshal(element, &hd); err != nil {
+		return nil, false
+	}
+	return &hd, true
+}
+
+// sameHostdev reports whether have, a hostdev with our alias found in the domain, already says everything
+// want says: a PCI subsystem hostdev of the same VF, managed the same, with the same boot order, and at
+// want's guest address when want has one. What want leaves to libvirt (the guest address when the VMI sets
+// no pciAddress, the vfio driver element libvirt fills in) may be anything.
+func sameHostdev(have, want *libvirtxml.DomainHostdev) bool {
+	if have.SubsysPCI == nil || have.SubsysPCI.Source == nil || have.Managed != want.Managed {
+		return false
+	}
+	if !samePCI(have.SubsysPCI.Source.Address, want.SubsysPCI.Source.Address) {
+		return false
+	}
+	if (have.Boot == nil) != (want.Boot == nil) || have.Boot != nil && have.Boot.Order != want.Boot.Order {
+		return false
+	}
+	if want.Address != nil {
+		return have.Address != nil && samePCI(have.Address.PCI, want.Address.PCI)
+	}
+	// libvirt gives a PCI hostdev a PCI guest address; any other kind is not one we could have left.
+	return have.Address == nil || have.Address.PCI != nil
+}
+
+// samePCI compares two PCI addresses by value (an absent domain, bus, slot or function is 0, as libvirt reads it).
+func samePCI(a, b *libvirtxml.DomainAddressPCI) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	v := func(p *uint) uint {
+		if p == nil {
+			return 0
+		}
+		return *p
+	}
+	return v(a.Domain) == v(b.Domain) && v(a.Bus) == v(b.Bus) && v(a.Slot) == v(b.Slot) && v(a.Function) == v(b.Function)
+}
+
+// renderInPlace marshals hd to replace the element d, indented as d is (its lead's last line).
+func renderInPlace(d device, hd *hostdevXML, unit string) (string, error) {
+	indent, indented := afterLastBreak(d.lead)
+	var (
+		raw []byte
+		err error
+	)
+	if indented {
+		raw, err = xml.MarshalIndent(hd.hostdev, indent, unit)
+		raw = bytes.TrimPrefix(raw, []byte(indent))
+	} else {
+		raw, err = xml.Marshal(hd.hostdev)
+	}
+	if err != nil {
+		return "", fmt.Errorf("interface %q: marshal hostdev: %w", hd.name, err)
+	}
+	return string(raw), nil
 }
 
 // edit replaces src[start:end] with text.
@@ -212,10 +317,7 @@ func newLayout(devs *devicesElement, kept []device) layout {
 		l.insertAt = kept[len(kept)-1].end
 	}
 	devIndent, devIndented := afterLastBreak(devs.lead)
-	l.unit = devIndent // <devices> is one level below <domain>
-	if l.unit == "" {
-		l.unit = "  "
-	}
+	l.unit = indentUnit(devs)
 	l.indented = devIndented
 	l.childIndent = devIndent + l.unit
 	if len(kept) > 0 {
@@ -231,6 +333,15 @@ func newLayout(devs *devicesElement, kept []device) layout {
 		l.closingLead = "\n" + devIndent
 	}
 	return l
+}
+
+// indentUnit is one nesting level of the document: the indentation of <devices>, which is one level below
+// <domain>, or two spaces.
+func indentUnit(devs *devicesElement) string {
+	if unit, _ := afterLastBreak(devs.lead); unit != "" {
+		return unit
+	}
+	return "  "
 }
 
 // afterLastBreak returns the whitespace after the last line break of lead, and whether there is one.

@@ -155,7 +155,15 @@ func TestApply_CalledOneTwoThreeTimes_OutputIdenticalAfterTheFirst(t *testing.T)
 	assert.Len(t, hostdevs(t, third), 3, "core SR-IOV hostdev plus ours")
 }
 
-func TestApply_ReplacesHostdevWithSameAlias_WhereverItIs(t *testing.T) {
+// beforeDisk is kubevirtDomain with text inserted before its <disk>: between other devices.
+func beforeDisk(t *testing.T, text string) string {
+	t.Helper()
+	i := strings.Index(kubevirtDomain, "\n\t\t<disk ")
+	require.GreaterOrEqual(t, i, 0)
+	return kubevirtDomain[:i] + text + kubevirtDomain[i:]
+}
+
+func TestApply_ReplacesAStaleHostdevWithSameAlias_WhereItStands_RepeatsRemoved(t *testing.T) {
 	// virt-launcher re-marshals our previous result through api.DomainSpec before the next call,
 	// so our hostdev comes back in KubeVirt's field order, possibly between other devices, and
 	// device-info may have changed meanwhile.
@@ -166,14 +174,82 @@ func TestApply_ReplacesHostdevWithSameAlias_WhereverItIs(t *testing.T) {
 			</source>
 			<alias name="ua-sriov-udn"></alias>
 		</hostdev>`
-	i := strings.Index(kubevirtDomain, "\n\t\t<disk ")
-	require.GreaterOrEqual(t, i, 0)
-	src := kubevirtDomain[:i] + stale + stale + kubevirtDomain[i:]
 
-	out, err := Apply([]byte(src), []model.BoundInterface{udnIface()})
+	out, err := Apply([]byte(beforeDisk(t, stale+stale)), []model.BoundInterface{udnIface()})
 	require.NoError(t, err)
 
-	assert.Equal(t, insertAfterLastDevice(t, kubevirtDomain, udnHostdev), string(out))
+	assert.Equal(t, beforeDisk(t, udnHostdev), string(out))
+}
+
+// readBackHostdev is our hostdev for udnIface without a VMI pciAddress, as KubeVirt's virt-launcher hands it
+// to OnDefineDomain after reading the defined domain back from libvirt (#17605, KubeVirt main
+// virtwrap/manager.go allocateHotplugPorts: util.GetDomainSpecWithFlags, then the hook Manager's
+// xml.MarshalIndent of api.DomainSpec): KubeVirt's attribute order, the libvirt-assigned guest address.
+// test/libvirt proves the same on the domain libvirt 11.3 itself returns.
+const readBackHostdev = `
+		<hostdev type="pci" managed="no" mode="subsystem">
+			<source>
+				<address type="pci" domain="0x0000" bus="0x65" slot="0x00" function="0x2"></address>
+			</source>
+			<boot order="2"></boot>
+			<alias name="ua-sriov-udn"></alias>
+			<address type="pci" domain="0x0000" bus="0x07" slot="0x00" function="0x0"></address>
+		</hostdev>`
+
+func udnIfaceWithoutPCIAddress() model.BoundInterface {
+	iface := udnIface()
+	iface.GuestPCIAddress = ""
+	return iface
+}
+
+func TestApply_LibvirtReadBack_OurHostdevWithItsAssignedAddress_LeftByteForByte(t *testing.T) {
+	for name, src := range map[string]string{
+		"between other devices":   beforeDisk(t, readBackHostdev),
+		"after the last device":   insertAfterLastDevice(t, kubevirtDomain, readBackHostdev),
+		"with a libvirt <driver>": beforeDisk(t, strings.Replace(readBackHostdev, "\t\t\t<source>", "\t\t\t<driver name=\"vfio\"></driver>\n\t\t\t<source>", 1)),
+	} {
+		t.Run(name, func(t *testing.T) {
+			out, err := Apply([]byte(src), []model.BoundInterface{udnIfaceWithoutPCIAddress()})
+			require.NoError(t, err)
+			assert.Equal(t, src, string(out), "nothing changed: the address libvirt assigned stays")
+		})
+	}
+}
+
+func TestApply_StaleHostdevWithALibvirtAddress_ReplacedKeepingTheGuestAddress(t *testing.T) {
+	iface := udnIfaceWithoutPCIAddress()
+	cases := map[string]struct {
+		edit func(*model.BoundInterface)
+		want func(*libvirtxml.DomainHostdev)
+	}{
+		"another VF (device-info changed)": {
+			edit: func(i *model.BoundInterface) { i.HostPCIAddress = "0000:65:00.3" },
+			want: func(hd *libvirtxml.DomainHostdev) { *hd.SubsysPCI.Source.Address.Function = 3 },
+		},
+		"another boot order": {
+			edit: func(i *model.BoundInterface) { order := uint(5); i.BootOrder = &order },
+			want: func(hd *libvirtxml.DomainHostdev) { hd.Boot.Order = 5 },
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			i := iface
+			tc.edit(&i)
+			out, err := Apply([]byte(beforeDisk(t, readBackHostdev)), []model.BoundInterface{i})
+			require.NoError(t, err)
+			got := hostdevByAlias(t, out, "ua-sriov-udn")
+			require.Len(t, got, 1)
+			want := hostdevByAlias(t, []byte(beforeDisk(t, readBackHostdev)), "ua-sriov-udn")[0]
+			tc.want(&want)
+			assert.Equal(t, want, got[0], "only what changed, at the guest address libvirt assigned")
+			assert.Less(t, strings.Index(string(out), "ua-sriov-udn"), strings.Index(string(out), "<disk "), "where it stood")
+		})
+	}
+	t.Run("the VMI now sets another pciAddress", func(t *testing.T) {
+		out, err := Apply([]byte(beforeDisk(t, readBackHostdev)), []model.BoundInterface{udnIface()})
+		require.NoError(t, err)
+		assert.Equal(t, beforeDisk(t, udnHostdev), string(out), "the VMI's pciAddress wins over libvirt's")
+	})
 }
 
 func TestApply_SkipsInterfaceKubeVirtWiredAsTap(t *testing.T) {

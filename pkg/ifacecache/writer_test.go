@@ -236,6 +236,39 @@ func TestSync_FollowsChanges_IPChangeHotplugAndUnplug(t *testing.T) {
 	assert.Equal(t, []string{"net1"}, res.Written)
 }
 
+func TestSync_DHCPModeLease_EntryWrittenWhenItArrivesRewrittenWhenItChanges(t *testing.T) {
+	// pod-networks ipam_mode "dhcp" (OKEP-6224): the entry is MAC-only until ovnkube-node reports the lease,
+	// and a sandbox recreated before the pod runs takes a new one. dhcp(lease) is the bound interface the
+	// model derives at each step; the refresher syncs on every such change.
+	dhcp := func(addrs ...string) []model.BoundInterface {
+		b := bound("net1", addrs...)
+		b.DHCP = true
+		return []model.BoundInterface{b}
+	}
+	dir := t.TempDir()
+	w := NewWriter(dir, nil)
+	entry := filepath.Join(dir, testUID, "net1")
+
+	res, err := w.Sync(testUID, nil, dhcp(), model.IPv4)
+	require.NoError(t, err)
+	assert.Empty(t, res.Written, "MAC-only: nothing to report")
+	assert.NoFileExists(t, entry)
+
+	res, err = w.Sync(testUID, nil, dhcp("10.1.192.213/24"), model.IPv4)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"net1"}, res.Written, "the lease arrived")
+	assert.Equal(t, []string{"10.1.192.213"}, readEntry(t, entry).PodIPs)
+
+	res, err = w.Sync(testUID, nil, dhcp("10.1.192.99/24"), model.IPv4)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"net1"}, res.Written, "a new lease rewrites the entry")
+	assert.Equal(t, PodIfaceCacheData{Iface: mustJSON(t, kvv1.Interface{Name: "net1"}), PodIP: "10.1.192.99", PodIPs: []string{"10.1.192.99"}}, readEntry(t, entry))
+
+	res, err = w.Sync(testUID, nil, dhcp("10.1.192.99/24"), model.IPv4)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"net1"}, res.Unchanged, "the same lease again: no write")
+}
+
 func TestSync_FileDeletedBehindItsBack_IsRewritten(t *testing.T) {
 	dir := t.TempDir()
 	w := NewWriter(dir, nil)

@@ -181,6 +181,20 @@ func TestBuild_DerivesEachRule(t *testing.T) {
 			},
 		},
 		{
+			// OKEP-6224 / ovn-kubernetes #6666: ovnkube-node patches the lease it discovered into the entry,
+			// with gateway_ips; a secondary's gateway never becomes a default route, and DHCP stays set.
+			name: "localnet with ipam_mode dhcp after the lease: DHCP set, the lease as addresses, no gateway",
+			vmi:  newVMI(bound("a", "sriov-a")),
+			snap: &downwardapi.Snapshot{PodNetworks: podNetworks(t, `{"ns1/sriov-a":{"ip_addresses":["10.1.192.213/24"],
+				"gateway_ips":["10.1.192.1"],"mac_address":"0a:58:0a:0a:00:04","role":"secondary","ipam_mode":"dhcp"}}`)},
+			check: func(t *testing.T, got []model.BoundInterface) {
+				assert.True(t, got[0].DHCP)
+				assert.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.1.192.213/24")}, got[0].Addresses)
+				assert.True(t, got[0].PrefixKnown)
+				assert.Empty(t, got[0].Gateways)
+			},
+		},
+		{
 			name: "MTU and DNS from network-status, nameservers and search de-duplicated",
 			vmi:  newVMI(bound("a", "sriov-a")),
 			snap: &downwardapi.Snapshot{NetworkStatus: func() []downwardapi.NetworkStatus {

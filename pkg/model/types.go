@@ -65,8 +65,10 @@ type BoundInterface struct {
 	Routes   []Route
 	DNS      DNS
 	MTU      int // 0 = unknown
-	// DHCP is true when pod-networks says ipam_mode "dhcp": the guest runs DHCP on this NIC
-	// instead of static addresses.
+	// DHCP is true when pod-networks says ipam_mode "dhcp" (OKEP-6224, IPv4 only): the guest runs
+	// DHCPv4 on this NIC, and any IPv6 address is configured statically as given. Addresses still holds
+	// what pod-networks lists (ovnkube-node writes the entry MAC-only, then the lease it discovered at CNI
+	// ADD, a new one after a sandbox recreation): the interface cache reports them.
 	DHCP bool
 	Role string // pod-networks role, "" when unknown
 

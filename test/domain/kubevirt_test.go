@@ -5,6 +5,7 @@ package domain_test
 import (
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -203,6 +204,30 @@ func TestApply_KubeVirtConvertedDomain_CalledThreeTimesThroughVirtLauncher_Stabl
 	for call, spec := range specs {
 		assert.Equal(t, kubevirtRoundTrip, withoutHostdev(spec, "sriov-"+udnIface), "call %d", call+1)
 	}
+}
+
+func TestApply_ReadBackWithLibvirtAssignedAddress_ThroughVirtLauncher_SentBackUnchanged(t *testing.T) {
+	// KubeVirt main (#17605, virtwrap/manager.go allocateHotplugPorts) reads the defined domain back from
+	// libvirt and sends it through OnDefineDomain again: our hostdev then carries the guest address libvirt
+	// assigned (test/libvirt does this with libvirt 11.3 itself). Without a VMI pciAddress, ours keeps it.
+	bound := boundUDN()
+	bound[0].GuestPCIAddress = ""
+	first, err := domain.Apply(marshalLikeHookManager(t, convert(t, newVMI(), tapAttachment())), bound)
+	require.NoError(t, err)
+	readBack := unmarshalLikeVirtLauncher(t, first)
+	for i := range readBack.Devices.HostDevices {
+		hd := &readBack.Devices.HostDevices[i]
+		require.Nil(t, hd.Address, "no guest address before libvirt")
+		hd.Address = &api.Address{Type: "pci", Domain: "0x0000", Bus: fmt.Sprintf("0x%02x", 5+i), Slot: "0x00", Function: "0x0"}
+	}
+	sent := marshalLikeHookManager(t, readBack)
+
+	out, err := domain.Apply(sent, bound)
+	require.NoError(t, err)
+	assert.Equal(t, string(sent), string(out), "nothing of the read-back changes")
+	ours := hostdevsByAlias(unmarshalLikeVirtLauncher(t, out), "sriov-"+udnIface)
+	require.Len(t, ours, 1)
+	assert.Equal(t, hostdevsByAlias(readBack, "sriov-"+udnIface)[0].Address, ours[0].Address)
 }
 
 func TestApply_KubeVirtConvertedDomain_OnlyOurHostdevIsAddedToTheBytes(t *testing.T) {

@@ -54,9 +54,11 @@ const (
 	secondaryMAC    = "02:00:00:0a:00:05"
 	primaryMAC      = "02:00:00:14:00:05"
 	dhcpMAC         = "02:00:00:1e:00:05"
+	dhcpUDNMAC      = "02:00:00:1e:00:06"
 	secondaryNAD    = namespace + "/l2-secondary"
 	primaryNAD      = namespace + "/l2-primary"
 	dhcpNAD         = namespace + "/localnet-dhcp"
+	dhcpUDNNAD      = namespace + "/localnet-dhcp-dual-stack"
 	userStaticAddr  = "192.0.2.10/24"
 	userStaticGW    = "192.0.2.1"
 	datasourceNoCld = "DataSourceNoCloud"
@@ -68,6 +70,7 @@ var (
 	secondary   = vmiIface{Name: "l2sec", MAC: secondaryMAC, NAD: secondaryNAD}
 	primary     = vmiIface{Name: "udn", MAC: primaryMAC, NAD: primaryNAD}
 	dhcpIface   = vmiIface{Name: "dhcpnet", MAC: dhcpMAC, NAD: dhcpNAD}
+	dhcpUDN     = vmiIface{Name: "dhcpudn", MAC: dhcpUDNMAC, NAD: dhcpUDNNAD}
 	secondaryL2 = attachment{
 		Iface: secondary,
 		// OVN-K layer2 secondary: addresses, a tunnel id, no gateway, no routes.
@@ -98,6 +101,21 @@ var (
 		// OKEP-6224's proposed ipam_mode "dhcp": no addresses from OVN-K, the guest asks DHCP.
 		Net: podNetwork{MACAddress: dhcpMAC, Role: "secondary", IPAMMode: "dhcp"},
 		PCI: "0000:65:00.4",
+	}
+	// A localnet UDN in DHCP mode once ovnkube-node reported the lease it discovered at CNI ADD (OKEP-6224,
+	// ovn-kubernetes #6666: in pod-networks with gateway_ips, and in the CNI result, hence network-status),
+	// with an IPv6 address and route given beside it: ipam_mode dhcp is IPv4 only, so the guest must run
+	// DHCPv4 (the server's answer, not the reported lease, configures IPv4) and hold the IPv6 statically.
+	dhcpUDNLease = attachment{
+		Iface: dhcpUDN,
+		Net: podNetwork{
+			IPAddresses: []string{"10.1.192.213/24", "fd20:0:0:1::15/64"}, MACAddress: dhcpUDNMAC,
+			GatewayIPs: []string{"10.1.192.1"},
+			Routes:     []podRoute{{Dest: "fd98::/64", NextHop: "fd20:0:0:1::1"}},
+			Role:       "secondary", IPAMMode: "dhcp",
+		},
+		PCI:       "0000:65:00.6",
+		StatusIPs: []string{"10.1.192.213", "fd20:0:0:1::15"},
 	}
 )
 
@@ -211,6 +229,21 @@ func buildScenarios() ([]scenario, error) {
 			check: func(t *testing.T, r *Report) {
 				checkCloudInitClean(t, r, datasourceNoCld)
 				checkDHCP(t, r, dhcpMAC)
+			},
+		},
+		{
+			name:        "NoCloud_IPAMModeDHCPWithLeaseAndIPv6_DHCPv4OnlyAndTheIPv6Static",
+			vmiName:     "guest-dhcp-udn",
+			ifaces:      []vmiIface{dhcpUDN},
+			ci:          cloudInitVolume{UserData: userData},
+			defaultRole: "primary",
+			atts:        []attachment{dhcpUDNLease},
+			check: func(t *testing.T, r *Report) {
+				checkCloudInitClean(t, r, datasourceNoCld)
+				checkDHCP(t, r, dhcpUDNMAC)
+				checkNoDHCPv6(t, r, dhcpUDNMAC)
+				checkStaticAddresses(t, r, dhcpUDNMAC, "fd20:0:0:1::15/64")
+				checkRoute(t, r, dhcpUDNMAC, "fd98::/64", "fd20:0:0:1::1")
 			},
 		},
 	}
@@ -371,4 +404,37 @@ func checkDHCP(t *testing.T, r *Report, mac string) {
 		}
 	}
 	assert.NotEmptyf(t, lease, "guest NIC %s (%s) holds no DHCPv4 lease", l.Name, mac)
+}
+
+// checkNoDHCPv6 asserts that the guest runs no DHCPv6 client on the NIC (ipam_mode dhcp is IPv4 only):
+// systemd-networkd's unit says DHCP=ipv4, or on the NM guest the keyfile's [ipv6] method is manual.
+func checkNoDHCPv6(t *testing.T, r *Report, mac string) {
+	t.Helper()
+	l := guestLink(t, r, mac)
+	if _, ok := nmDevice(t, r, mac); ok {
+		path, keyfile, found := r.NMConnectionFor(mac)
+		require.Truef(t, found, "no NetworkManager keyfile matches guest NIC %s (%s)", l.Name, mac)
+		assert.Equalf(t, []string{"manual"}, KeyfileValues(keyfile, "ipv6", "method"), "%s: [ipv6] method", path)
+		return
+	}
+	path, unit, ok := r.NetworkdUnitFor(mac)
+	require.Truef(t, ok, "no systemd-networkd unit matches guest NIC %s (%s)", l.Name, mac)
+	assert.Equalf(t, []string{"ipv4"}, UnitValues(unit, "DHCP"), "%s: DHCP", path)
+}
+
+// checkStaticAddresses asserts the NIC's global addresses without a lifetime (not from DHCP): exactly want.
+func checkStaticAddresses(t *testing.T, r *Report, mac string, want ...string) {
+	t.Helper()
+	l := guestLink(t, r, mac)
+	dynamic := map[netip.Prefix]bool{}
+	for _, p := range l.DynamicPrefixes() {
+		dynamic[p] = true
+	}
+	var got []string
+	for _, p := range l.GlobalPrefixes() {
+		if !dynamic[p] {
+			got = append(got, p.String())
+		}
+	}
+	assert.ElementsMatchf(t, want, got, "static global addresses of guest NIC %s (%s)", l.Name, mac)
 }

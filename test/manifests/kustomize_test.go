@@ -91,6 +91,12 @@ func TestKustomize_OverlaysContainWhatTheirKubeVirtNeeds(t *testing.T) {
 		"MutatingAdmissionPolicy/sriov-udn-binding-plugin.kubevirt.io",
 		"MutatingAdmissionPolicyBinding/sriov-udn-binding-plugin.kubevirt.io",
 		"Plugin/sriov-udn-binding",
+		// The containment of the v1.9.0 Plugin CR hazard (kubevirt/kubevirt#18861, manifests/plugin/hazard-policy.yaml).
+		"ValidatingAdmissionPolicy/sriov-udn-binding-plugin-hazard.kubevirt.io",
+		"ValidatingAdmissionPolicy/sriov-udn-binding-plugin-hazard-hostdevices.kubevirt.io",
+		"ValidatingAdmissionPolicyBinding/sriov-udn-binding-plugin-hazard.kubevirt.io",
+		"ValidatingAdmissionPolicyBinding/sriov-udn-binding-plugin-hazard-vm.kubevirt.io",
+		"ValidatingAdmissionPolicyBinding/sriov-udn-binding-plugin-hazard-hostdevices.kubevirt.io",
 	}, withMAP...)
 	sort.Strings(withPlugin)
 	withoutMAP := append([]string{"KubeVirt/kubevirt"}, policies...)

@@ -18,8 +18,9 @@ import (
 )
 
 // qemuConf lets the daemon run in a chroot without the libvirt-qemu user's home or a security driver;
-// neither takes part in parsing or validating a domain definition.
-const qemuConf = "user = \"root\"\ngroup = \"root\"\nsecurity_driver = \"none\"\n"
+// neither takes part in parsing or validating a domain definition. A domain it starts (Create) logs qemu's
+// output to a file itself rather than through virtlogd, which this daemon does not run.
+const qemuConf = "user = \"root\"\ngroup = \"root\"\nsecurity_driver = \"none\"\nstdio_handler = \"file\"\nnamespaces = []\ncgroup_controllers = []\n"
 
 // Daemon is a libvirtd of the trixie tools root, private to one test process: its /run is a host directory
 // (where its socket lives), its state, cache, log and domain-definition directories are tmpfs in its own
@@ -192,6 +193,99 @@ func (d *Daemon) Define(ctx context.Context, domainXML []byte, validate bool) er
 		return fmt.Errorf("undefine %q after define: %w", named.Name, err)
 	}
 	return nil
+}
+
+// ReadBack defines domainXML (as Define does, without the schema) and returns the domain as libvirt then
+// keeps it (`virsh dumpxml --inactive`): with the PCI addresses, controllers and defaults the qemu driver
+// assigned, which is what virt-launcher reads back (util.GetDomainSpecWithFlags, DOMAIN_XML_INACTIVE).
+// The domain is undefined again.
+func (d *Daemon) ReadBack(ctx context.Context, domainXML []byte) ([]byte, error) {
+	name, domainXML, err := d.prepare(ctx, domainXML)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, err := d.virshWithFile(ctx, "define.xml", domainXML, "define", "/run/define.xml"); err != nil {
+		return nil, err
+	}
+	out, dumpErr := d.virsh(ctx, nil, "dumpxml", "--inactive", name)
+	if _, err := d.virsh(ctx, nil, "undefine", name); err != nil {
+		return nil, fmt.Errorf("undefine %q after define: %w", name, err)
+	}
+	if dumpErr != nil {
+		return nil, dumpErr
+	}
+	return []byte(out), nil
+}
+
+// Running is a transient domain this daemon runs (virsh create), until Destroy.
+type Running struct {
+	d    *Daemon
+	Name string
+}
+
+// Create starts domainXML as a transient domain (`virsh create`): qemu runs it (TCG where the host offers
+// no kvm). The caller destroys it.
+func (d *Daemon) Create(ctx context.Context, domainXML []byte) (*Running, error) {
+	name, domainXML, err := d.prepare(ctx, domainXML)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, err := d.virshWithFile(ctx, "create.xml", domainXML, "create", "/run/create.xml"); err != nil {
+		return nil, err
+	}
+	return &Running{d: d, Name: name}, nil
+}
+
+// DetachDevice runs `virsh detach-device --live` of deviceXML on the running domain and returns virsh's
+// answer: what virt-launcher's DetachDeviceFlags(VIR_DOMAIN_AFFECT_LIVE) gets from libvirt and qemu.
+func (r *Running) DetachDevice(ctx context.Context, deviceXML []byte) (string, error) {
+	r.d.mu.Lock()
+	defer r.d.mu.Unlock()
+	return r.d.virshWithFile(ctx, "device.xml", deviceXML, "detach-device", r.Name, "/run/device.xml", "--live")
+}
+
+// XML is the running domain's live XML (`virsh dumpxml`).
+func (r *Running) XML(ctx context.Context) ([]byte, error) {
+	out, err := r.d.virsh(ctx, nil, "dumpxml", r.Name)
+	return []byte(out), err
+}
+
+// Destroy stops the domain (`virsh destroy`); a transient domain is then gone.
+func (r *Running) Destroy(ctx context.Context) error {
+	_, err := r.d.virsh(ctx, nil, "destroy", r.Name)
+	return err
+}
+
+// prepare returns the domain's name and domainXML as this daemon can take it: type kvm becomes VirtType
+// where the host offers no kvm (WithVirtType says why).
+func (d *Daemon) prepare(ctx context.Context, domainXML []byte) (string, []byte, error) {
+	var named struct {
+		Type string `xml:"type,attr"`
+		Name string `xml:"name"`
+	}
+	if err := xml.Unmarshal(domainXML, &named); err != nil {
+		return "", nil, fmt.Errorf("domain XML: %w", err)
+	}
+	if named.Type == "kvm" {
+		virtType, err := d.VirtType(ctx)
+		if err != nil {
+			return "", nil, err
+		}
+		domainXML = WithVirtType(domainXML, virtType)
+	}
+	return named.Name, domainXML, nil
+}
+
+// virshWithFile writes data to the daemon's /run/<file> (which virsh sees there too), then runs virsh args.
+func (d *Daemon) virshWithFile(ctx context.Context, file string, data []byte, args ...string) (string, error) {
+	if err := os.WriteFile(filepath.Join(d.state, "run", file), data, 0o644); err != nil {
+		return "", err
+	}
+	return d.virsh(ctx, nil, args...)
 }
 
 func (d *Daemon) virsh(ctx context.Context, mounts []trixietools.Mount, args ...string) (string, error) {

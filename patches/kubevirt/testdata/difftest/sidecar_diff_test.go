@@ -37,6 +37,7 @@ const (
 	diffIPv4      = "10.66.10.77"
 	diffLinkLocal = "fe80::ff:fe00:aa01"
 	diffForged    = "169.254.169.254"
+	diffNewLease  = "10.66.10.88"
 )
 
 // podLayout is the launcher pod's volumes as the kubelet keeps them on the node.
@@ -55,25 +56,39 @@ func newPodLayout(t *testing.T) podLayout {
 		podInfoDir:     filepath.Join(volumes, "kubernetes.io~downward-api", "sriov-udn-podinfo"),
 		sidecarDir:     filepath.Join(volumes, "kubernetes.io~empty-dir", "hook-sidecar-sockets", "hook-sidecar-0", "ifacecache"),
 	}
-	labels := map[string]string{"kubevirt.io": "virt-launcher", "kubevirt.io/created-by": diffVMIUID}
-	writeKubeletDownwardAPI(t, l.podInfoDir, map[string]string{"annotations": formatMap(podAnnotations(t)), "labels": formatMap(labels)})
+	l.writePodInfo(t, podAnnotations(t, diffIPv4, ""))
 	return l
 }
 
-func podAnnotations(t *testing.T) map[string]string {
+// writePodInfo (re)writes the pod-info volume with annotations as the kubelet updates a downward API
+// volume: a new timestamped directory, then ..data swapped to it.
+func (l podLayout) writePodInfo(t *testing.T, annotations map[string]string) {
+	t.Helper()
+	labels := map[string]string{"kubevirt.io": "virt-launcher", "kubevirt.io/created-by": diffVMIUID}
+	writeKubeletDownwardAPI(t, l.podInfoDir, map[string]string{"annotations": formatMap(annotations), "labels": formatMap(labels)})
+}
+
+// podAnnotations are the launcher pod's network annotations with ip on the VF's network; ipamMode is
+// pod-networks' ipam_mode for it ("" or "dhcp": OKEP-6224, where ovnkube-node reports the lease it
+// discovered at CNI ADD in both pod-networks and the CNI result, hence network-status).
+func podAnnotations(t *testing.T, ip, ipamMode string) map[string]string {
 	t.Helper()
 	podIface := namescheme.GenerateHashedInterfaceName(diffIface)
 	networkStatus, err := json.Marshal([]map[string]any{
 		{"name": "ovn-kubernetes", "interface": "eth0", "ips": []string{"10.244.1.12"}, "default": true},
-		{"name": diffNAD, "interface": podIface, "ips": []string{diffIPv4}, "mac": diffMAC, "mtu": 1500,
+		{"name": diffNAD, "interface": podIface, "ips": []string{ip}, "mac": diffMAC, "mtu": 1500,
 			"device-info": map[string]any{"type": "pci", "version": "1.1.0", "pci": map[string]string{"pci-address": "0000:65:00.2"}}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	vf := map[string]any{"ip_addresses": []string{ip + "/24"}, "mac_address": diffMAC, "role": "secondary"}
+	if ipamMode != "" {
+		vf["ipam_mode"] = ipamMode
+	}
 	podNetworks, err := json.Marshal(map[string]any{
 		"default": map[string]any{"ip_addresses": []string{"10.244.1.12/24"}, "mac_address": "0a:58:0a:f4:01:0c", "role": "primary"},
-		diffNAD:   map[string]any{"ip_addresses": []string{diffIPv4 + "/24"}, "mac_address": diffMAC, "role": "secondary"},
+		diffNAD:   vf,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -94,24 +109,41 @@ func formatMap(m map[string]string) string {
 	return strings.Join(lines, "\n")
 }
 
-// writeKubeletDownwardAPI lays the files out as kubelet's AtomicWriter does: a timestamped directory,
-// ..data linking to it, and each file a link through ..data.
+// writeKubeletDownwardAPI lays the files out as kubelet's AtomicWriter does (pkg/volume/util/atomic_writer.go):
+// a new timestamped directory, ..data_tmp linking to it renamed over ..data, each file a link through ..data
+// (made once), and the previous directory removed.
 func writeKubeletDownwardAPI(t *testing.T, dir string, files map[string]string) {
 	t.Helper()
-	ts := "..2026_11_30_10_00_00.000000001"
-	if err := os.MkdirAll(filepath.Join(dir, ts), 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old, _ := os.Readlink(filepath.Join(dir, "..data"))
+	ts, err := os.MkdirTemp(dir, "..2026_11_30_10_00_00.")
+	if err != nil {
 		t.Fatal(err)
 	}
 	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(dir, ts, name), []byte(content), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(ts, name), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)); err != nil {
-			t.Fatal(err)
+		link := filepath.Join(dir, name)
+		if _, err := os.Lstat(link); os.IsNotExist(err) {
+			if err := os.Symlink(filepath.Join("..data", name), link); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	if err := os.Symlink(ts, filepath.Join(dir, "..data")); err != nil {
+	tmp := filepath.Join(dir, "..data_tmp")
+	if err := os.Symlink(filepath.Base(ts), tmp); err != nil {
 		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if old != "" {
+		if err := os.RemoveAll(filepath.Join(dir, old)); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -161,12 +193,17 @@ func sidecarWritesEntries(t *testing.T, l podLayout) {
 	writeEntry(t, filepath.Join(l.sidecarDir, report.InterfaceCache[0].Path), report.InterfaceCache[0].Data)
 }
 
+// writeEntry writes an entry as the sidecar does (pkg/ifacecache writeAtomic): a temporary file renamed over it.
 func writeEntry(t *testing.T, path string, data []byte) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -243,6 +280,24 @@ func TestSidecarDiff(t *testing.T) {
 			v4,
 			diffIPv4 + " [" + diffIPv4 + " " + diffLinkLocal + "]",
 		},
+	}, {
+		// OKEP-6224 DHCP mode: the pod-networks entry is MAC-only until CNI ADD reports the lease (the sidecar
+		// waits and writes nothing), and a sandbox recreated before the pod runs takes a new lease, which
+		// rewrites both annotations and so the sidecar's entry. Stock NetStat would keep its first read of
+		// an entry (netstat.go getPodInterfacefromFileCache); the patched one reads it on every update.
+		name: "DHCP mode: an entry written when the lease arrives and rewritten with a new lease is re-read",
+		run: func(t *testing.T, l podLayout, netStat *netsetup.NetStat) []string {
+			vmi := diffVMI()
+			reports := []string{reportedIPs(t, netStat, vmi, vfDomain())}
+			l.writePodInfo(t, podAnnotations(t, diffIPv4, "dhcp"))
+			sidecarWritesEntries(t, l)
+			reports = append(reports, reportedIPs(t, netStat, vmi, vfDomain()))
+			l.writePodInfo(t, podAnnotations(t, diffNewLease, "dhcp"))
+			sidecarWritesEntries(t, l)
+			return append(reports, reportedIPs(t, netStat, vmi, vfDomain()))
+		},
+		wantStock:   []string{none, none, none},
+		wantPatched: []string{none, v4, diffNewLease + " [" + diffNewLease + "]"},
 	}, {
 		name: "an entry forged by the compute container (same uid, shared emptyDir) is refused",
 		run: func(t *testing.T, l podLayout, netStat *netsetup.NetStat) []string {
