@@ -435,7 +435,17 @@ func neverCompleted(ctx context.Context, socket string) (string, error) {
 	})
 }
 
-func oversizedFrame(ctx context.Context, socket string) (string, error) {
+// oneMessage is an attack of one stream: a PreCloudInitIso call on a connection of its own, then msg (a gRPC
+// message, whole or not) in DATA frames of frame bytes, END_STREAM with end. It then holds, or with untilClosed
+// waits (up to Hold) for the server to close the connection, and says what the server did.
+type oneMessage struct {
+	msg         []byte
+	end         bool
+	frame       int
+	untilClosed bool
+}
+
+func (a oneMessage) run(ctx context.Context, socket string) (string, error) {
 	p, err := Dial(ctx, socket, PeerOptions{})
 	if err != nil {
 		return "", err
@@ -444,76 +454,29 @@ func oversizedFrame(ctx context.Context, socket string) (string, error) {
 	if err := p.Call(1, methodPre); err != nil {
 		return ended(p, err)
 	}
-	if err := p.Data(1, append(Prefix(32<<10-5), make([]byte, 32<<10-5)...), true, 32<<10); err != nil {
+	if err := p.Data(1, a.msg, a.end, a.frame); err != nil {
 		return ended(p, err)
 	}
-	if _, err := p.WaitClosed(Hold); err != nil {
-		return verdict(p), nil
+	if a.untilClosed {
+		_, _ = p.WaitClosed(Hold)
+	} else {
+		hold(ctx)
 	}
 	return verdict(p), nil
 }
 
-func pastThePrefix(ctx context.Context, socket string) (string, error) {
-	p, err := Dial(ctx, socket, PeerOptions{})
-	if err != nil {
-		return "", err
-	}
-	defer p.Close()
-	if err := p.Call(1, methodPre); err != nil {
-		return ended(p, err)
-	}
-	if err := p.Data(1, append(Prefix(10), make([]byte, 1<<20)...), true, frameMax); err != nil {
-		return ended(p, err)
-	}
-	hold(ctx)
-	return verdict(p), nil
-}
+// oversizedFrame: one DATA frame of 32 KiB, twice what the server's SETTINGS allow.
+var oversizedFrame = oneMessage{msg: append(Prefix(32<<10-5), make([]byte, 32<<10-5)...), end: true, frame: 32 << 10, untilClosed: true}.run
 
-func ignoreFlowControl(ctx context.Context, socket string) (string, error) {
-	p, err := Dial(ctx, socket, PeerOptions{})
-	if err != nil {
-		return "", err
-	}
-	defer p.Close()
-	if err := p.Call(1, methodPre); err != nil {
-		return ended(p, err)
-	}
-	// Announced and sent at once, past the 1 MiB window the server gave, without waiting for its updates.
-	if err := p.Data(1, append(Prefix(8<<20), make([]byte, 8<<20)...), false, frameMax); err != nil {
-		return ended(p, err)
-	}
-	hold(ctx)
-	return verdict(p), nil
-}
+// pastThePrefix: a message announced as 10 bytes, followed by 1 MiB.
+var pastThePrefix = oneMessage{msg: append(Prefix(10), make([]byte, 1<<20)...), end: true, frame: frameMax}.run
 
-func hugePrefix(ctx context.Context, socket string) (string, error) {
-	p, err := Dial(ctx, socket, PeerOptions{})
-	if err != nil {
-		return "", err
-	}
-	defer p.Close()
-	if err := p.Call(1, methodPre); err != nil {
-		return ended(p, err)
-	}
-	if err := p.Data(1, append(Prefix(0xFFFFFFFF), make([]byte, 64<<10)...), false, frameMax); err != nil {
-		return ended(p, err)
-	}
-	hold(ctx)
-	return verdict(p), nil
-}
+// ignoreFlowControl: 8 MiB announced and sent at once, past the 1 MiB window the server gave, without waiting
+// for its updates.
+var ignoreFlowControl = oneMessage{msg: append(Prefix(8<<20), make([]byte, 8<<20)...), frame: frameMax}.run
 
-func nearLimitHeld(ctx context.Context, socket string) (string, error) {
-	p, err := Dial(ctx, socket, PeerOptions{})
-	if err != nil {
-		return "", err
-	}
-	defer p.Close()
-	if err := p.Call(1, methodPre); err != nil {
-		return ended(p, err)
-	}
-	if err := p.Data(1, append(Prefix(MaxRequestBytes-16), make([]byte, MaxRequestBytes-1<<20)...), false, frameMax); err != nil {
-		return ended(p, err)
-	}
-	hold(ctx)
-	return verdict(p), nil
-}
+// hugePrefix: a message announced as 4 GiB.
+var hugePrefix = oneMessage{msg: append(Prefix(0xFFFFFFFF), make([]byte, 64<<10)...), frame: frameMax}.run
+
+// nearLimitHeld: a message announced just under the receive limit, sent but for its last MiB, and held.
+var nearLimitHeld = oneMessage{msg: append(Prefix(MaxRequestBytes-16), make([]byte, MaxRequestBytes-1<<20)...), frame: frameMax}.run

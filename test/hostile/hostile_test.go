@@ -21,19 +21,8 @@ import (
 var sidecarBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "hostile")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if sidecarBin, err = harness.Build(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
 	log.Log.SetIOWriter(os.Stderr)
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(harness.Main(m, &sidecarBin))
 }
 
 // Each category of hostile peer against a fresh built sidecar whose data is ready: it stays up, its peak RSS

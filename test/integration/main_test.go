@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
@@ -12,17 +11,5 @@ import (
 var sidecarBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "sidecar-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	sidecarBin, err = harness.Build(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(harness.Main(m, &sidecarBin))
 }

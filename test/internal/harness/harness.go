@@ -47,6 +47,27 @@ func Build(dir string) (string, error) {
 	return bin, nil
 }
 
+// Main is a test package's TestMain: it builds the sidecar once into a temporary directory that the pod's uid
+// 107 can reach (tests run it as that user too), stores the binary's path in *bin, runs the tests and returns
+// their exit code; the directory goes with them. Use: os.Exit(harness.Main(m, &sidecarBin)).
+func Main(m *testing.M, bin *string) int {
+	dir, err := os.MkdirTemp("", "sidecar-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if *bin, err = Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
 // MakeBuild runs `make build BIN=bin` in the repository root.
 func MakeBuild(bin string) error {
 	cmd := exec.Command("make", "--no-print-directory", "build", "BIN="+bin)
