@@ -270,11 +270,40 @@ func TestWriteTable_ShowsEveryFigureAndRatio(t *testing.T) {
 		"idle RSS after start", "12.0 MiB", "of which anon (private) / file (binary)", "1.0 / 11.0 MiB", "idle RSS after 1000 hook calls", "CPU ticks over 10 s idle",
 		"hook Info+OnDefineDomain p50/p99 (n=1000)", "1.00 / 4.00 ms", "2.00 / 4.00 ms", "0.50 / 1.00",
 		"hook Info+PreCloudInitIso p50/p99 (n=1000) (pass-through)", "0.50 / 1.50 ms", "0.40 / 3.00 ms", "1.25 / 0.50",
-		"rounds without GC in the bench (n=970/980)", "0.50 / 1.20 ms", "0.40 / 2.40 ms",
+		"rounds without GC in the bench (n=970/980)", "0.50 / 1.20 ms", "0.40 / 2.40 ms", "the sidecar's own CPU over those rounds (ticks of 10 ms)",
 		"kubelet swap -> waiting hook p50/p99 (n=500)", "1.00 / 3.00 ms",
 		"render 64 iface(s), 256 KiB annotations", "2.00 / 4.00 ms", "<= 5 ms", "note: a note",
 	} {
 		assert.Contains(t, out.String(), want)
 	}
 	assert.NotContains(t, out.String(), "did not wait", "every round waited")
+}
+
+// The floor's rows show what the libraries alone take of each budget; a run that did not measure the floor
+// prints none of them.
+func TestWriteTable_FloorRowsOnlyWhenMeasured(t *testing.T) {
+	r := &Result{Params: Params{Calls: 1000}, Peer: BinaryResult{SizeBytes: 24 << 20}, Floor: BinaryResult{SizeBytes: 7 << 20}}
+	r.Copies.Ours = CopiesResult{Copies: 4, Calls: 1000, IdlePSSKiB: 3 << 10, IdleAnonKiB: 2 << 10}
+	r.Copies.Peer = CopiesResult{Copies: 4, Calls: 1000, IdlePSSKiB: 6 << 10, IdleAnonKiB: 5 << 9, AfterCallsAnonKiB: 7 << 10}
+	r.ComputeRatios()
+	var out bytes.Buffer
+	require.NoError(t, r.WriteTable(&out))
+	assert.NotContains(t, out.String(), "floor", "no floor measured, no floor rows")
+
+	r.Copies.Floor = CopiesResult{Copies: 4, Calls: 1000, IdlePSSKiB: 2880, IdleAnonKiB: 1428, AfterCallsAnonKiB: 3 << 10}
+	r.ComputeRatios()
+	assert.Equal(t, 0.47, r.Ratios["floor_copies_idle_pss"])
+	assert.Equal(t, 0.56, r.Ratios["floor_copies_idle_anon"])
+	assert.Equal(t, 0.43, r.Ratios["floor_copies_calls_anon"])
+	assert.Equal(t, 0.29, r.Ratios["floor_size"])
+	out.Reset()
+	require.NoError(t, r.WriteTable(&out))
+	for _, want := range []string{
+		"floor (grpc-go + KubeVirt's hook types, handlers that do nothing, 7.0 MiB): binary size",
+		"floor: PSS per copy, 4 copies running, idle", "2.8 MiB", "0.47",
+		"floor: private memory (anon), idle, largest", "1.4 MiB", "0.56",
+		"floor: private memory (anon) after 1000 hook calls each, largest", "3.0 MiB", "0.43",
+	} {
+		assert.Contains(t, out.String(), want)
+	}
 }

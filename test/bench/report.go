@@ -33,29 +33,36 @@ type BinaryResult struct {
 	IdleWindowSeconds   float64 `json:"idle_window_s"`
 	IdleTicks           int64   `json:"idle_ticks"`
 	IdleContextSwitches int64   `json:"idle_context_switches"`
+	// HookTicks is the sidecar's own CPU (utime+stime, USER_HZ ticks, all threads) over the Info +
+	// PreCloudInitIso rounds of HookLatency: what the server side of those rounds costs, the handler included.
+	HookTicks int64 `json:"hook_rounds_ticks"`
 	// StopExitCode is the exit code after SIGTERM (-1 when it had to be killed).
 	StopExitCode int `json:"stop_exit_code"`
 }
 
 // Result is the whole benchmark run (bin/bench.json).
 type Result struct {
-	Timestamp string         `json:"timestamp"`
-	GoVersion string         `json:"go_version"`
-	Platform  string         `json:"platform"`
-	NumCPU    int            `json:"num_cpu"`
-	Params    Params         `json:"params"`
-	Ours      BinaryResult   `json:"ours"`
-	Peer      BinaryResult   `json:"peer"`
-	Hook      HookLatency    `json:"hook_latency"`
-	Swap      SwapLatency    `json:"swap_latency"`
-	Render    []RenderResult `json:"render"`
+	Timestamp string       `json:"timestamp"`
+	GoVersion string       `json:"go_version"`
+	Platform  string       `json:"platform"`
+	NumCPU    int          `json:"num_cpu"`
+	Params    Params       `json:"params"`
+	Ours      BinaryResult `json:"ours"`
+	Peer      BinaryResult `json:"peer"`
+	// Floor is test/bench/floor: grpc-go serving KubeVirt's hook types with do-nothing handlers, built as
+	// ours is. Only its size and its copies are measured: what the design card's libraries cost alone.
+	Floor  BinaryResult   `json:"floor"`
+	Hook   HookLatency    `json:"hook_latency"`
+	Swap   SwapLatency    `json:"swap_latency"`
+	Render []RenderResult `json:"render"`
 	// Largest is peak RSS under the largest legal inputs (ours only; nil when not measured).
 	Largest *LargestResult `json:"largest,omitempty"`
 	// Copies is the footprint with several copies of each running at once (what a node with one VM pod per
 	// copy pays), ours and the peer's.
 	Copies struct {
-		Ours CopiesResult `json:"ours"`
-		Peer CopiesResult `json:"peer"`
+		Ours  CopiesResult `json:"ours"`
+		Peer  CopiesResult `json:"peer"`
+		Floor CopiesResult `json:"floor"`
 	} `json:"copies"`
 	// Hostile is ours under each hostile-peer category (test/hostile), a fresh instance each.
 	Hostile []HostileOutcome `json:"hostile,omitempty"`
@@ -94,12 +101,18 @@ func (r *Result) ComputeRatios() {
 		"idle_ctx_switches": ratio(float64(r.Ours.IdleContextSwitches), float64(r.Peer.IdleContextSwitches)),
 		"hook_p50":          ratio(r.Hook.Ours.Total.P50Ms, r.Hook.Peer.Total.P50Ms),
 		"hook_p99":          ratio(r.Hook.Ours.Total.P99Ms, r.Hook.Peer.Total.P99Ms),
+		"hook_ticks":        ratio(float64(r.Ours.HookTicks), float64(r.Peer.HookTicks)),
 		"hook_no_gc_p50":    ratio(r.Hook.Ours.NoBenchGC.P50Ms, r.Hook.Peer.NoBenchGC.P50Ms),
 		"hook_no_gc_p99":    ratio(r.Hook.Ours.NoBenchGC.P99Ms, r.Hook.Peer.NoBenchGC.P99Ms),
 		"copies_idle_anon":  ratio(float64(r.Copies.Ours.IdleAnonKiB), float64(r.Copies.Peer.IdleAnonKiB)),
 		"copies_idle_pss":   ratio(float64(r.Copies.Ours.IdlePSSKiB), float64(r.Copies.Peer.IdlePSSKiB)),
 		"copies_calls_anon": ratio(float64(r.Copies.Ours.AfterCallsAnonKiB), float64(r.Copies.Peer.AfterCallsAnonKiB)),
 		"copies_calls_pss":  ratio(float64(r.Copies.Ours.AfterCallsPSSKiB), float64(r.Copies.Peer.AfterCallsPSSKiB)),
+		// The floor's figures over the peer's: how much of each budget the libraries alone take.
+		"floor_size":              ratio(float64(r.Floor.SizeBytes), float64(r.Peer.SizeBytes)),
+		"floor_copies_idle_anon":  ratio(float64(r.Copies.Floor.IdleAnonKiB), float64(r.Copies.Peer.IdleAnonKiB)),
+		"floor_copies_idle_pss":   ratio(float64(r.Copies.Floor.IdlePSSKiB), float64(r.Copies.Peer.IdlePSSKiB)),
+		"floor_copies_calls_anon": ratio(float64(r.Copies.Floor.AfterCallsAnonKiB), float64(r.Copies.Peer.AfterCallsAnonKiB)),
 	}
 }
 
@@ -110,6 +123,12 @@ func ratio(a, b float64) float64 {
 	}
 	return math.Round(a/b*100) / 100
 }
+
+// userHZ is the kernel's USER_HZ, the unit of /proc/<pid>/stat's utime and stime: 100 on Linux.
+const userHZ = 100
+
+// floorLibs names what the floor binary is, in the table.
+const floorLibs = "grpc-go + KubeVirt's hook types, handlers that do nothing"
 
 func mib(kib int64) string { return fmt.Sprintf("%.1f MiB", float64(kib)/1024) }
 func anonFile(anon, file int64) string {
@@ -138,6 +157,14 @@ func (r *Result) WriteTable(w io.Writer) error {
 		row(fmt.Sprintf("PSS per copy, %d copies running, idle", c.Ours.Copies), mib(c.Ours.IdlePSSKiB), mib(c.Peer.IdlePSSKiB), ratioText(r.Ratios["copies_idle_pss"]), "<= 0.5x peer")
 		row(fmt.Sprintf("private memory (anon) after %d hook calls each, largest", c.Ours.Calls), mib(c.Ours.AfterCallsAnonKiB), mib(c.Peer.AfterCallsAnonKiB), ratioText(r.Ratios["copies_calls_anon"]), "<= peer")
 		row(fmt.Sprintf("PSS per copy after %d hook calls each", c.Ours.Calls), mib(c.Ours.AfterCallsPSSKiB), mib(c.Peer.AfterCallsPSSKiB), ratioText(r.Ratios["copies_calls_pss"]), "-")
+		if f := c.Floor; f.Copies > 0 {
+			// The same figures for the libraries alone, in the "ours" column: what is left of each budget
+			// for everything the sidecar does is the gap between this row and the target.
+			row(fmt.Sprintf("floor (%s, %s): binary size", floorLibs, mibBytes(r.Floor.SizeBytes)), mibBytes(r.Floor.SizeBytes), mibBytes(r.Peer.SizeBytes), ratioText(r.Ratios["floor_size"]), "-")
+			row("  floor: private memory (anon), idle, largest", mib(f.IdleAnonKiB), mib(c.Peer.IdleAnonKiB), ratioText(r.Ratios["floor_copies_idle_anon"]), "-")
+			row(fmt.Sprintf("  floor: PSS per copy, %d copies running, idle", f.Copies), mib(f.IdlePSSKiB), mib(c.Peer.IdlePSSKiB), ratioText(r.Ratios["floor_copies_idle_pss"]), "-")
+			row(fmt.Sprintf("  floor: private memory (anon) after %d hook calls each, largest", f.Calls), mib(f.AfterCallsAnonKiB), mib(c.Peer.AfterCallsAnonKiB), ratioText(r.Ratios["floor_copies_calls_anon"]), "-")
+		}
 	}
 	row("idle RSS after start (one copy; binary pages shared by every copy on a node)", mib(r.Ours.IdleRSSKiB), mib(r.Peer.IdleRSSKiB), ratioText(r.Ratios["idle_rss"]), "-")
 	row("  of which anon (private) / file (binary)", anonFile(r.Ours.IdleAnonKiB, r.Ours.IdleFileKiB), anonFile(r.Peer.IdleAnonKiB, r.Peer.IdleFileKiB), ratioText(r.Ratios["idle_anon"]), "-")
@@ -160,6 +187,8 @@ func (r *Result) WriteTable(w io.Writer) error {
 	}
 	row(fmt.Sprintf("hook Info+PreCloudInitIso p50/p99 (n=%d)%s", r.Hook.Ours.Total.N, hookNote), p50p99(r.Hook.Ours.Total), p50p99(r.Hook.Peer.Total),
 		ratioText(r.Ratios["hook_p50"])+" / "+ratioText(r.Ratios["hook_p99"]), "<= 1.0x peer")
+	row(fmt.Sprintf("  the sidecar's own CPU over those rounds (ticks of %d ms)", 1000/userHZ), fmt.Sprint(r.Ours.HookTicks), fmt.Sprint(r.Peer.HookTicks),
+		ratioText(r.Ratios["hook_ticks"]), "-")
 	row(fmt.Sprintf("  rounds without GC in the bench (n=%d/%d)", r.Hook.Ours.NoBenchGC.N, r.Hook.Peer.NoBenchGC.N), p50p99(r.Hook.Ours.NoBenchGC), p50p99(r.Hook.Peer.NoBenchGC),
 		ratioText(r.Ratios["hook_no_gc_p50"])+" / "+ratioText(r.Ratios["hook_no_gc_p99"]), "-")
 	if r.Swap.Waited > 0 {

@@ -36,16 +36,18 @@ const (
 )
 
 type options struct {
-	ours, peer, binDir, jsonOut string
-	only                        string
-	starts, calls, swaps        int
-	idle                        time.Duration
+	ours, peer, floor, binDir string
+	jsonOut                   string
+	only                      string
+	starts, calls, swaps      int
+	idle                      time.Duration
 }
 
 func main() {
 	var o options
 	flag.StringVar(&o.ours, "ours", "", "our sidecar binary; empty = build ./cmd/sidecar into --bin-dir")
 	flag.StringVar(&o.peer, "peer", "", "peer binary; empty = build "+peerPackage+" into --bin-dir")
+	flag.StringVar(&o.floor, "floor", "", "the design card's libraries alone (test/bench/floor); empty = build it with make build-floor into --bin-dir")
 	flag.StringVar(&o.binDir, "bin-dir", filepath.Join(harness.RepoRoot(), "bin"), "where built binaries go")
 	flag.StringVar(&o.jsonOut, "json", filepath.Join(harness.RepoRoot(), "bin", "bench.json"), "machine-readable result")
 	flag.IntVar(&o.starts, "starts", 20, "starts per binary for start to socket ready")
@@ -83,8 +85,9 @@ func run(o options, stdout io.Writer) error {
 		Params:    bench.Params{Starts: o.starts, Calls: o.calls, Swaps: o.swaps, IdleSeconds: o.idle.Seconds()},
 		Ours:      bench.BinaryResult{Name: "sriov-udn-binding", Path: o.ours},
 		Peer:      bench.BinaryResult{Name: "network-passt-binding (KubeVirt of test/go.mod)", Path: o.peer},
+		Floor:     bench.BinaryResult{Name: "floor: grpc-go + KubeVirt's hook types, do-nothing handlers (test/bench/floor)", Path: o.floor},
 	}
-	for _, b := range []*bench.BinaryResult{&res.Ours, &res.Peer} {
+	for _, b := range []*bench.BinaryResult{&res.Ours, &res.Peer, &res.Floor} {
 		if b.Path == "" {
 			continue // not built: --only
 		}
@@ -95,7 +98,7 @@ func run(o options, stdout io.Writer) error {
 		b.SizeBytes = st.Size()
 	}
 
-	env, err := newEnv(o.ours, o.peer)
+	env, err := newEnv(o.ours, o.peer, o.floor)
 	if err != nil {
 		return err
 	}
@@ -164,7 +167,22 @@ func buildBinaries(o *options) error {
 		}
 		o.ours = out
 	}
-	if o.peer != "" || o.only != "" { // one figure alone is ours only: no peer
+	if o.only != "" { // one figure alone is ours only: no peer, no floor
+		return nil
+	}
+	if o.floor == "" {
+		floor, err := filepath.Abs(filepath.Join(o.binDir, "bench-floor"))
+		if err != nil {
+			return fmt.Errorf("path of bench-floor: %w", err)
+		}
+		cmd := exec.Command("make", "--no-print-directory", "build-floor", "FLOOR_BIN="+floor)
+		cmd.Dir = harness.RepoRoot()
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("make build-floor FLOOR_BIN=%s: %w\n%s", floor, err, msg)
+		}
+		o.floor = floor
+	}
+	if o.peer != "" {
 		return nil
 	}
 	out, err := filepath.Abs(filepath.Join(o.binDir, "network-passt-binding"))
@@ -217,7 +235,7 @@ func writeJSON(path string, res *bench.Result) error {
 
 // env is one run's sockets, DownwardAPI volumes and binaries.
 type env struct {
-	ours, peer         string
+	ours, peer, floor  string
 	sidecarDir         string
 	oursSock, peerSock string
 	data               string
@@ -227,8 +245,8 @@ type env struct {
 	oursEnv []string
 }
 
-func newEnv(ours, peer string) (*env, error) {
-	e := &env{ours: ours, peer: peer,
+func newEnv(ours, peer, floor string) (*env, error) {
+	e := &env{ours: ours, peer: peer, floor: floor,
 		sidecarDir: filepath.Join(harness.HooksRoot, sidecarSubdir),
 		peerSock:   filepath.Join(harness.HooksRoot, peerSocket),
 	}
@@ -318,9 +336,10 @@ func (e *env) startPeer() (*bench.Process, error) {
 // copiesN is how many copies of each sidecar run at once for the PSS figures: several VM pods on a node.
 const copiesN = 4
 
-// measureCopies runs copiesN copies of ours and of the peer at once, each copy as a pod runs it: ours with
-// a socket directory of its own, the peer (whose socket path is fixed) in a mount namespace of its own with
-// a directory bound over the hooks root, as each virt-launcher pod has its own emptyDir there.
+// measureCopies runs copiesN copies of ours, of the peer and of the floor at once, each copy as a pod runs
+// it: ours with a socket directory of its own, the peer (whose socket path is fixed) in a mount namespace of
+// its own with a directory bound over the hooks root, as each virt-launcher pod has its own emptyDir there;
+// the floor with ours' image environment, on a socket of its own.
 func (e *env) measureCopies(res *bench.Result, o options) error {
 	vmi := bench.VMI(bench.Ifaces(1, bench.BaseNAD))
 	startOurs := func(i int) (*bench.Process, error) {
@@ -355,6 +374,13 @@ func (e *env) measureCopies(res *bench.Result, o options) error {
 	}
 	if res.Copies.Peer, err = bench.MeasureCopies(startPeer, copiesN, o.calls, vmi, settle); err != nil {
 		return fmt.Errorf("copies of the peer: %w", err)
+	}
+	startFloor := func(i int) (*bench.Process, error) {
+		sock := filepath.Join(e.data, fmt.Sprintf("floor-%d.sock", i))
+		return bench.StartProcess(e.floor, []string{sock}, e.oursEnv, sock, false)
+	}
+	if res.Copies.Floor, err = bench.MeasureCopies(startFloor, copiesN, o.calls, vmi, settle); err != nil {
+		return fmt.Errorf("copies of the floor: %w", err)
 	}
 	return nil
 }
@@ -523,8 +549,20 @@ func (e *env) measureRunning(res *bench.Result, o options) (err error) {
 	if err := mgr.Collect(1, 10*time.Second); err != nil {
 		return fmt.Errorf("hook Manager Collect: %w", err)
 	}
+	for i, x := range procs {
+		if before[i], err = bench.ReadProcStats(x.p.Pid()); err != nil {
+			return err
+		}
+	}
 	if res.Hook, err = bench.MeasureHookLatency(mgr, ours.Socket, peer.Socket, vmi, o.calls); err != nil {
 		return err
+	}
+	for i, x := range procs {
+		after, err := bench.ReadProcStats(x.p.Pid())
+		if err != nil {
+			return err
+		}
+		x.r.HookTicks = after.Ticks - before[i].Ticks
 	}
 	// Lines drops what nobody reads, so the sidecar never blocks on stderr; MeasureSwap drains it.
 	if res.Swap, err = bench.MeasureSwap(mgr, e.podInfo, ours.Lines, o.swaps); err != nil {
