@@ -44,7 +44,7 @@ define for_kubevirt
 	if [ -n "$$failed" ]; then echo "== $(4) failed on KubeVirt$$failed"; exit 1; fi
 endef
 
-.PHONY: help build build-floor check-build check test test-unit tidy-check generate generate-check test-integration test-manifests test-plugin test-guest test-vfio test-netconvert test-libvirt test-kubevirt-patches test-docs test-release release test-vet-matrix modfiles modfiles-check demo bench bench-largest bench-micro lint fuzz image image-local test-container e2e clean
+.PHONY: help build build-floor check-build test-cluster check test test-unit tidy-check generate generate-check test-integration test-manifests test-plugin test-guest test-vfio test-netconvert test-libvirt test-kubevirt-patches test-docs test-release release test-vet-matrix modfiles modfiles-check demo bench bench-largest bench-micro lint fuzz image image-local test-container e2e clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -95,6 +95,13 @@ test-integration: ## the test/ module without the guest boot, the container and 
 # Where test-integration and test-guest leave each domain the sidecar returned through KubeVirt's hook Manager
 # (test/internal/harness RecordDomain) for test-libvirt; `make test` empties it first.
 DOMAIN_RECORD_DIR ?= $(CURDIR)/bin/recorded-domains
+
+# The registry-free single-node cluster (test/cluster): Kubernetes v1.34.2 built from test/cluster/kubernetes
+# (cached under /var/cache/sriov-udn-binding/cluster), etcd and containerd from a trixie root, the node in namespaces
+# of this host; torn down after the tests, then the host is checked for anything it left. Needs root. Not yet part
+# of `make test` (issue 38: KubeVirt and the VM scenarios come next).
+test-cluster: ## the registry-free single-node Kubernetes cluster of test/cluster (node in namespaces, no registry); needs root
+	cd test && SRIOV_UDN_CLUSTER=1 go test -count=1 -v -timeout 60m ./cluster/
 
 test-libvirt: ## libvirt 11.3's own checks (virt-xml-validate, virsh define) on the sidecar's domains, recorded ones included (SRIOV_UDN_DOMAIN_RECORD_DIR)
 	$(call for_kubevirt,./libvirt/...,,go test $$mf -count=1 -timeout 30m -v $$pkgs,libvirt checks)
@@ -182,9 +189,10 @@ generate-check: ## fail when `make generate` would change the generated protobuf
 	@if ! git diff --quiet -- $(dir $(PROTOS)); then echo "generated code is stale: run make generate"; git diff --stat -- $(dir $(PROTOS)); exit 1; fi
 	@if [ -n "$$(git ls-files --others --exclude-standard -- $(dir $(PROTOS)))" ]; then echo "make generate wrote files git does not track:"; git ls-files --others --exclude-standard -- $(dir $(PROTOS)); exit 1; fi
 
-# The kube-apiserver 1.36 module holds no Go files (only its `tool`): nothing to vet or lint, but tidied too.
+# The kube-apiserver 1.36 module and test/cluster/kubernetes hold no Go files (only their `tool`s): nothing to vet or
+# lint, but tidied too.
 tidy-check: ## fail when `go mod tidy` would change go.mod or go.sum of any module
-	@set -e; for m in $(MODULES) test/controlplane/kube-apiserver-v1.36; do echo "== go mod tidy -diff: $$m"; (cd $$m && go mod tidy -diff); done
+	@set -e; for m in $(MODULES) test/controlplane/kube-apiserver-v1.36 test/cluster/kubernetes; do echo "== go mod tidy -diff: $$m"; (cd $$m && go mod tidy -diff); done
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 60s)
 	@set -e; for pkg in $$(go list ./...); do for f in $$(go test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do echo "== $$pkg $$f"; go test -run '^$$' -fuzz "^$$f$$" -fuzztime $${FUZZTIME:-60s} $$pkg; done; done

@@ -61,11 +61,14 @@ require (
 	github.com/sriov-udn-binding/sriov-udn-binding v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.11.1
 	github.com/vishvananda/netlink v1.3.1
+	github.com/vishvananda/netns v0.0.5
 	go.yaml.in/yaml/v3 v3.0.4
 	golang.org/x/net v0.49.0
 	google.golang.org/grpc v1.79.3
 	google.golang.org/protobuf v1.36.12
+	k8s.io/api v0.34.3
 	k8s.io/apimachinery v0.34.3
+	k8s.io/client-go v12.0.0+incompatible
 	k8s.io/kubernetes v1.34.2
 	kubevirt.io/api v1.9.0
 	kubevirt.io/client-go v0.0.0-00010101000000-000000000000
@@ -131,7 +134,6 @@ require (
 	github.com/prometheus/procfs v0.15.1 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/u-root/uio v0.0.0-20240224005618-d2acac8f3701 // indirect
-	github.com/vishvananda/netns v0.0.5 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.opentelemetry.io/otel v1.44.0 // indirect
 	go.opentelemetry.io/otel/trace v1.44.0 // indirect
@@ -146,10 +148,8 @@ require (
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
-	k8s.io/api v0.34.3 // indirect
 	k8s.io/apiextensions-apiserver v0.34.3 // indirect
 	k8s.io/apiserver v0.34.3 // indirect
-	k8s.io/client-go v12.0.0+incompatible // indirect
 	k8s.io/component-base v0.34.3 // indirect
 	k8s.io/controller-manager v0.0.0 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect

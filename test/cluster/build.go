@@ -1,0 +1,80 @@
+package cluster
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/debroot"
+)
+
+// CacheDir is where the cluster's builds are kept between runs: $SRIOV_UDN_CLUSTER_CACHE, else
+// /var/cache/sriov-udn-binding/cluster (beside the guest images' cache).
+func CacheDir() string {
+	if d := os.Getenv("SRIOV_UDN_CLUSTER_CACHE"); d != "" {
+		return d
+	}
+	return "/var/cache/sriov-udn-binding/cluster"
+}
+
+// NodeRootSpec is the trixie root the node's etcd and containerd come from (their binaries need only libc and
+// run on this bookworm host; bookworm's containerd 1.6 and etcd 3.4 are older than Kubernetes 1.34 supports).
+func NodeRootSpec() debroot.Spec {
+	return debroot.Spec{Suite: "trixie", Packages: []string{"containerd", "etcd-server"}, Tool: "mmdebstrap"}
+}
+
+// kubernetesBinaries are the `tool` lines of test/cluster/kubernetes.
+var kubernetesBinaries = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubelet"}
+
+// kubernetesVersion is what the binaries report (component-base's version variables), k8s.io/kubernetes' own.
+const kubernetesVersion = "v1.34.2"
+
+// BuildKubernetes builds the Kubernetes binaries from test/cluster/kubernetes into a cache entry keyed by that
+// module's go.mod and go.sum, and returns its directory; a complete entry is reused.
+func BuildKubernetes(ctx context.Context, moduleDir string, logf func(string, ...any)) (string, error) {
+	h := sha256.New()
+	for _, f := range []string{"go.mod", "go.sum"} {
+		b, err := os.ReadFile(filepath.Join(moduleDir, f))
+		if err != nil {
+			return "", fmt.Errorf("kubernetes binaries: %w", err)
+		}
+		h.Write(b)
+	}
+	dir := filepath.Join(CacheDir(), "kubernetes-"+kubernetesVersion+"-"+hex.EncodeToString(h.Sum(nil))[:12])
+	done := filepath.Join(dir, ".complete")
+	if err := os.MkdirAll(CacheDir(), 0o755); err != nil {
+		return "", fmt.Errorf("create %s: %w", CacheDir(), err)
+	}
+	unlock, err := debroot.Lock(dir + ".lock")
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if _, err := os.Stat(done); err == nil {
+		return dir, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("create %s: %w", dir, err)
+	}
+	ldflags := "-s -w -X k8s.io/component-base/version.gitVersion=" + kubernetesVersion +
+		" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=34"
+	for _, b := range kubernetesBinaries {
+		start := time.Now()
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", ldflags, "-o", filepath.Join(dir, b), "k8s.io/kubernetes/cmd/"+b)
+		cmd.Dir = moduleDir
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("go build %s in %s: %w\n%s", b, moduleDir, err, out)
+		}
+		logf("cluster: built %s in %s", b, time.Since(start).Round(time.Second))
+	}
+	if err := os.WriteFile(done, nil, 0o644); err != nil {
+		return "", fmt.Errorf("mark %s complete: %w", dir, err)
+	}
+	return dir, nil
+}

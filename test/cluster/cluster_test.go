@@ -1,0 +1,254 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/debroot"
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/harness"
+)
+
+// env is the one node of the package's tests; nil when the cluster is not run (skipReason says why).
+type env struct {
+	node   *Node
+	client kubernetes.Interface
+}
+
+var (
+	theEnv     *env
+	skipReason string
+)
+
+// needNode returns the running node, or skips the test saying why there is none.
+func needNode(t *testing.T) *env {
+	t.Helper()
+	if theEnv == nil {
+		t.Skip(skipReason)
+	}
+	return theEnv
+}
+
+func TestMain(m *testing.M) {
+	switch {
+	case os.Getenv("SRIOV_UDN_CLUSTER") != "1":
+		skipReason = "skipping the cluster: make test-cluster runs it (SRIOV_UDN_CLUSTER=1, root)"
+		os.Exit(m.Run())
+	case os.Geteuid() != 0:
+		skipReason = "skipping the cluster: it needs root (namespaces, mounts, cgroups)"
+		os.Exit(m.Run())
+	}
+	os.Exit(runWithNode(m))
+}
+
+func logf(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+
+// runWithNode brings the node up, runs the tests, takes it down and checks the host for leftovers: any fails
+// the run.
+func runWithNode(m *testing.M) int {
+	ctx := context.Background()
+	t0 := time.Now()
+	phase := func(what string) { logf("cluster: %-40s +%s", what, time.Since(t0).Round(100*time.Millisecond)) }
+	before, err := ReadHostState("")
+	if err != nil {
+		logf("cluster: %v", err)
+		return 1
+	}
+	k8s, err := BuildKubernetes(ctx, filepath.Join(harness.RepoRoot(), "test", "cluster", "kubernetes"), logf)
+	if err != nil {
+		logf("cluster (build): %v", err)
+		return 1
+	}
+	phase("Kubernetes binaries")
+	root, _, err := debroot.Ensure(ctx, filepath.Join(CacheDir(), "roots"), NodeRootSpec(), logf)
+	if err != nil {
+		logf("cluster (build): node root: %v", err)
+		return 1
+	}
+	phase("node root (etcd, containerd)")
+	pause, err := StaticBinary(filepath.Join(harness.RepoRoot(), "test"), "./cmd/cluster-pause")
+	if err != nil {
+		logf("cluster (build): %v", err)
+		return 1
+	}
+	images, err := os.MkdirTemp("", "sriov-udn-cluster-images-")
+	if err != nil {
+		logf("cluster (build): %v", err)
+		return 1
+	}
+	defer os.RemoveAll(images)
+	archive := filepath.Join(images, "images.tar")
+	if err := WriteArchive(archive, Image{Tag: PauseImage, Files: map[string]ImageFile{"pause": {Mode: 0o755, Data: pause}}, Entrypoint: []string{"/pause"}}); err != nil {
+		logf("cluster (build): %v", err)
+		return 1
+	}
+	phase("images")
+
+	node, err := Start(ctx, Paths{Kubernetes: k8s, Root: root, Images: []string{archive}}, logf)
+	code := 1
+	defer func() {
+		if code != 0 && node != nil {
+			logf("cluster: logs kept in %s", node.Work)
+		}
+	}()
+	if err == nil {
+		phase("node up (etcd, containerd, control plane)")
+		var e *env
+		if e, err = connect(ctx, node); err == nil {
+			phase("node Ready")
+			theEnv = e
+			code = m.Run()
+			phase("tests")
+		}
+	}
+	if err != nil {
+		logf("cluster (node): %v", err)
+	}
+	if node != nil {
+		work := node.Work
+		if serr := node.Stop(code != 0); serr != nil {
+			logf("cluster (teardown): %v", serr)
+			code = 1
+		}
+		after, herr := ReadHostState(work)
+		if herr != nil {
+			logf("cluster (teardown): %v", herr)
+			return 1
+		}
+		if left := Leftovers(before, after); len(left) > 0 {
+			logf("cluster (teardown): the host holds what the node left:\n  %s", strings.Join(left, "\n  "))
+			return 1
+		}
+		phase("teardown, no leftover on the host")
+	}
+	return code
+}
+
+// connect makes the admin's client (through the node's network namespace) and waits for the node to be Ready.
+func connect(ctx context.Context, node *Node) (*env, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", node.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("admin kubeconfig: %w", err)
+	}
+	cfg.Dial = node.Dial
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("admin client: %w", err)
+	}
+	err = node.waitFor(ctx, "node "+NodeName+" Ready", 2*time.Minute, nil, func() error {
+		n, err := c.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("node %s not Ready: %v", NodeName, n.Status.Conditions)
+	})
+	if err != nil {
+		return nil, err
+	}
+	// kube-controller-manager makes each namespace's default ServiceAccount, without which no pod is admitted.
+	if err := node.waitFor(ctx, "ServiceAccount default/default (kube-controller-manager)", time.Minute, nil, func() error {
+		_, err := c.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	// KubeVirt's operator schedules on control-plane nodes; kubelet may not set a node-role label itself.
+	patch := []byte(`{"metadata":{"labels":{"node-role.kubernetes.io/control-plane":""}}}`)
+	if _, err := c.CoreV1().Nodes().Patch(ctx, NodeName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return nil, fmt.Errorf("label node %s: %w", NodeName, err)
+	}
+	return &env{node: node, client: c}, nil
+}
+
+func TestNode_ReadyWithKubeletOfTheBuiltVersion(t *testing.T) {
+	e := needNode(t)
+	n, err := e.client.CoreV1().Nodes().Get(context.Background(), NodeName, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, kubernetesVersion, n.Status.NodeInfo.KubeletVersion)
+	assert.Contains(t, n.Labels, "node-role.kubernetes.io/control-plane", "KubeVirt's operator schedules on control-plane nodes")
+	var addr string
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			addr = a.Address
+		}
+	}
+	assert.Equal(t, nodeIP, addr)
+}
+
+// A pod runs from an image imported with ctr (no registry), and kubelet keeps its downwardAPI volume as it does
+// for the pod-info volume of a virt-launcher pod: a tmpfs, files behind ..data, swapped atomically when the
+// pod's annotations change.
+func TestNode_PodDownwardAPIVolume_KubeletSwapsItOnAnnotate(t *testing.T) {
+	e := needNode(t)
+	ctx := context.Background()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "podinfo", Namespace: "default", Labels: map[string]string{"app": "podinfo"},
+			Annotations: map[string]string{"cluster.sriov-udn.test/phase": "one"}},
+		Spec: corev1.PodSpec{
+			AutomountServiceAccountToken: new(bool),
+			Containers: []corev1.Container{{Name: "main", Image: PauseImage, ImagePullPolicy: corev1.PullNever,
+				VolumeMounts: []corev1.VolumeMount{{Name: "podinfo", MountPath: "/podinfo"}}}},
+			Volumes: []corev1.Volume{{Name: "podinfo", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{
+				Items: []corev1.DownwardAPIVolumeFile{
+					{Path: "labels", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels"}},
+					{Path: "annotations", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations"}},
+				}}}}},
+		},
+	}
+	created, err := e.client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.client.CoreV1().Pods("default").Delete(ctx, pod.Name, metav1.DeleteOptions{}) })
+	require.NoError(t, e.node.waitFor(ctx, "pod podinfo Running", 2*time.Minute, nil, func() error {
+		p, err := e.client.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.Status.Phase != corev1.PodRunning {
+			return fmt.Errorf("phase %s: %v", p.Status.Phase, p.Status.ContainerStatuses)
+		}
+		return nil
+	}))
+
+	// The volume as the node's mount namespace holds it (its PID 1's root).
+	vol := filepath.Join(fmt.Sprintf("/proc/%d/root", e.node.init.Process.Pid), "var/lib/kubelet/pods", string(created.UID),
+		"volumes/kubernetes.io~downward-api/podinfo")
+	data1, err := os.Readlink(filepath.Join(vol, "..data"))
+	require.NoError(t, err, "kubelet's ..data link")
+	ann, err := os.ReadFile(filepath.Join(vol, "annotations"))
+	require.NoError(t, err)
+	assert.Contains(t, string(ann), `cluster.sriov-udn.test/phase="one"`)
+
+	patch := []byte(`{"metadata":{"annotations":{"cluster.sriov-udn.test/phase":"two"}}}`)
+	_, err = e.client.CoreV1().Pods("default").Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	require.NoError(t, err)
+	require.NoError(t, e.node.waitFor(ctx, "the annotation in the volume", time.Minute, nil, func() error {
+		ann, err := os.ReadFile(filepath.Join(vol, "annotations"))
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(ann), `cluster.sriov-udn.test/phase="two"`) {
+			return fmt.Errorf("annotations still %q", ann)
+		}
+		return nil
+	}))
+	data2, err := os.Readlink(filepath.Join(vol, "..data"))
+	require.NoError(t, err)
+	assert.NotEqual(t, data1, data2, "kubelet swapped ..data to a new timestamped directory")
+}

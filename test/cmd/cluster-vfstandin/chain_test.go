@@ -1,0 +1,125 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"kubevirt.io/kubevirt/pkg/hooks"
+	"kubevirt.io/kubevirt/pkg/network/downwardapi"
+	"kubevirt.io/kubevirt/pkg/network/namescheme"
+	"kubevirt.io/kubevirt/pkg/virt-launcher/virtwrap/api"
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/harness"
+)
+
+// sidecarBin is our sidecar, built once for the package by TestMain (make build).
+var sidecarBin string
+
+func TestMain(m *testing.M) {
+	os.Exit(harness.Main(m, &sidecarBin))
+}
+
+// buildStandIn compiles this package into a directory of the test's.
+func buildStandIn(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "vf-standin")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, "go build the stand-in: %s", out)
+	return bin
+}
+
+// podVolumes writes the samples' pod-info and device-info volumes with kubelet's AtomicWriter, as the pod's
+// DownwardAPI volumes hold them once Multus and virt-controller wrote their annotations.
+func podVolumes(t *testing.T) (podInfoDir, deviceInfoFile string) {
+	t.Helper()
+	pod, _ := harness.LoadSamples(t)
+	data := t.TempDir()
+	podInfoDir, deviceInfoDir := filepath.Join(data, "downwardapi", "podinfo"), filepath.Join(data, "podinfo")
+	require.NoError(t, harness.NewPodInfo(t, podInfoDir).Write(pod.Metadata.Labels, pod.Metadata.Annotations))
+	require.NoError(t, harness.NewDeviceInfo(t, deviceInfoDir).Write(pod.Metadata.Annotations[downwardapi.NetworkInfoAnnot]))
+	return podInfoDir, filepath.Join(deviceInfoDir, downwardapi.NetworkInfoVolumePath)
+}
+
+// launcherDomain is the domain virt-launcher hands the first OnDefineDomain callback for the samples' VMI:
+// its pod NIC, no hostdev yet (the binding adds them).
+func launcherDomain() *api.DomainSpec {
+	return &api.DomainSpec{
+		Type: "qemu",
+		Name: "tenant-a_vm-sriov",
+		Devices: api.Devices{
+			Interfaces: []api.Interface{{Type: "ethernet", Alias: api.NewUserDefinedAlias("default"), MAC: &api.MAC{MAC: "02:00:00:00:00:0a"}}},
+		},
+	}
+}
+
+// KubeVirt's own hook Manager calls our sidecar, then the stand-in, as virt-launcher does when both are
+// binding plugins of the VMI in that order: the stand-in accepts the hostdevs ours wrote and replaces each with
+// an emulated NIC on the CNI stand-in's TAP.
+func TestHookManager_OursThenTheStandIn_HostdevsBecomeEmulatedNICs(t *testing.T) {
+	harness.RequireRoot(t)
+	harness.LockHooksRoot(t)
+	standIn := buildStandIn(t)
+	_, vmi := harness.LoadSamples(t)
+	podInfoDir, deviceInfoFile := podVolumes(t)
+
+	oursDir := harness.SidecarDir(t, "vfstandin-0")
+	harness.Start(t, sidecarBin, "--socket-dir", oursDir, "--device-info-file", deviceInfoFile, "--pod-info-dir", podInfoDir,
+		"--iface-cache-dir", filepath.Join(oursDir, "ifacecache"), "--wait-timeout", "5s")
+	standInDir := harness.SidecarDir(t, "vfstandin-1")
+	harness.Start(t, standIn, "--socket-dir", standInDir, "--device-info-file", deviceInfoFile)
+
+	mgr := hooks.GetManager()
+	require.NoError(t, mgr.Collect(2, 10*time.Second))
+	out, err := mgr.OnDefineDomain(launcherDomain(), vmi)
+	require.NoError(t, err)
+
+	var dom libvirtxml.Domain
+	require.NoError(t, dom.Unmarshal(out))
+	assert.Empty(t, dom.Devices.Hostdevs, "the stand-in replaced every hostdev ours wrote")
+	byAlias := map[string]libvirtxml.DomainInterface{}
+	for _, nic := range dom.Devices.Interfaces {
+		require.NotNil(t, nic.Alias)
+		byAlias[nic.Alias.Name] = nic
+	}
+	assert.Contains(t, byAlias, "ua-default", "the pod NIC is left as virt-launcher made it")
+	for _, tc := range []struct{ iface, mac, guest string }{
+		{"sriov-l2", "02:00:00:aa:01:01", "0000:07:00.0"},
+		{"sriov-localnet", "02:00:00:aa:02:01", ""},
+	} {
+		nic, ok := byAlias[nicAliasPrefix+tc.iface]
+		require.True(t, ok, "no emulated NIC for %s in:\n%s", tc.iface, out)
+		assert.Equal(t, TapName(namescheme.GenerateHashedInterfaceName(tc.iface)), nic.Target.Dev, tc.iface)
+		assert.Equal(t, tc.mac, nic.MAC.Address, tc.iface)
+		if tc.guest != "" {
+			require.NotNil(t, nic.Address, tc.iface)
+			assert.Equal(t, tc.guest, pciString(nic.Address.PCI), "%s: ours put the VMI's pciAddress on the hostdev, the NIC keeps it", tc.iface)
+		}
+	}
+}
+
+// Without our sidecar before it, the stand-in refuses: the VM would fail to start naming the missing hostdev.
+func TestHookManager_StandInAlone_RefusesNamingTheAbsentHostdev(t *testing.T) {
+	harness.RequireRoot(t)
+	harness.LockHooksRoot(t)
+	standIn := buildStandIn(t)
+	_, vmi := harness.LoadSamples(t)
+	_, deviceInfoFile := podVolumes(t)
+	dir := harness.SidecarDir(t, "vfstandin-alone")
+	p := harness.Start(t, standIn, "--socket-dir", dir, "--device-info-file", deviceInfoFile)
+
+	mgr := hooks.GetManager()
+	require.NoError(t, mgr.Collect(1, 10*time.Second))
+	_, err := mgr.OnDefineDomain(launcherDomain(), vmi)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `"ua-sriov-sriov-l2" for interface "sriov-l2": absent from the domain`)
+	line, err := p.WaitLog(func(m map[string]any) bool { return m["msg"] == "OnDefineDomain refused" }, 5*time.Second)
+	require.NoError(t, err)
+	assert.True(t, strings.Contains(line["error"].(string), "absent from the domain"), "%v", line)
+}
