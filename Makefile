@@ -96,10 +96,10 @@ test-integration: ## the test/ module without the guest boot, the container and 
 # (test/internal/harness RecordDomain) for test-libvirt; `make test` empties it first.
 DOMAIN_RECORD_DIR ?= $(CURDIR)/bin/recorded-domains
 
-# The registry-free single-node cluster (test/cluster): Kubernetes v1.34.2 built from test/cluster/kubernetes
-# (cached under /var/cache/sriov-udn-binding/cluster), etcd and containerd from a trixie root, the node in namespaces
-# of this host; torn down after the tests, then the host is checked for anything it left. Needs root. Not yet part
-# of `make test` (issue 38: KubeVirt and the VM scenarios come next).
+# The registry-free single-node cluster (test/cluster): Kubernetes v1.34.2 built from test/cluster/kubernetes and
+# KubeVirt v1.8.4 from the module cache (both cached under /var/cache/sriov-udn-binding/cluster), etcd, containerd,
+# libvirt and qemu from trixie roots, the node in namespaces of this host; torn down after the tests, then the host
+# is checked for anything it left. Needs root. Not yet part of `make test` (issue 38: the VM scenarios come next).
 test-cluster: ## the registry-free single-node Kubernetes cluster of test/cluster (node in namespaces, no registry); needs root
 	cd test && SRIOV_UDN_CLUSTER=1 go test -count=1 -v -timeout 60m ./cluster/
 

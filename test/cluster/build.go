@@ -29,7 +29,7 @@ func NodeRootSpec() debroot.Spec {
 }
 
 // kubernetesBinaries are the `tool` lines of test/cluster/kubernetes.
-var kubernetesBinaries = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubelet"}
+var kubernetesBinaries = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubelet", "kubectl"}
 
 // kubernetesVersion is what the binaries report (component-base's version variables), k8s.io/kubernetes' own.
 const kubernetesVersion = "v1.34.2"

@@ -89,12 +89,35 @@ func runWithNode(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(images)
-	archive := filepath.Join(images, "images.tar")
-	if err := WriteArchive(archive, Image{Tag: PauseImage, Files: map[string]ImageFile{"pause": {Mode: 0o755, Data: pause}}, Entrypoint: []string{"/pause"}}); err != nil {
+	kubevirt, err := BuildKubeVirt(ctx, harness.RepoRoot(), logf)
+	if err != nil {
 		logf("cluster (build): %v", err)
 		return 1
 	}
-	phase("images")
+	phase("KubeVirt binaries")
+	kubevirtRoot, _, err := debroot.Ensure(ctx, filepath.Join(CacheDir(), "roots"), KubeVirtRootSpec(), logf)
+	if err != nil {
+		logf("cluster (build): KubeVirt root: %v", err)
+		return 1
+	}
+	phase("KubeVirt root (libvirt, qemu)")
+	kvImages, err := KubeVirtImages(kubevirtRoot, kubevirt)
+	if err != nil {
+		logf("cluster (build): %v", err)
+		return 1
+	}
+	archive := filepath.Join(images, "images.tar")
+	all := append([]Image{{Tag: PauseImage, Layers: []*Layer{{Files: map[string]ImageFile{"pause": {Mode: 0o755, Data: pause}}}}, Entrypoint: []string{"/pause"}}}, kvImages...)
+	if err := WriteArchive(archive, all...); err != nil {
+		logf("cluster (build): %v", err)
+		return 1
+	}
+	operator := filepath.Join(images, "kubevirt-operator.yaml")
+	if err := KubeVirtOperatorManifest(ctx, kubevirt, operator); err != nil {
+		logf("cluster (build): %v", err)
+		return 1
+	}
+	phase("images and KubeVirt's manifest")
 
 	node, err := Start(ctx, Paths{Kubernetes: k8s, Root: root, Images: []string{archive}}, logf)
 	code := 1
@@ -108,9 +131,12 @@ func runWithNode(m *testing.M) int {
 		var e *env
 		if e, err = connect(ctx, node); err == nil {
 			phase("node Ready")
-			theEnv = e
-			code = m.Run()
-			phase("tests")
+			if err = deployKubeVirt(ctx, node, operator); err == nil {
+				phase("KubeVirt Deployed")
+				theEnv = e
+				code = m.Run()
+				phase("tests")
+			}
 		}
 	}
 	if err != nil {
@@ -134,6 +160,27 @@ func runWithNode(m *testing.M) int {
 		phase("teardown, no leftover on the host")
 	}
 	return code
+}
+
+// deployKubeVirt applies KubeVirt's operator and CR, as docs/install.md's reader would with kubectl, and waits
+// for the CR's phase Deployed.
+func deployKubeVirt(ctx context.Context, node *Node, operator string) error {
+	if _, err := node.Kubectl(ctx, "", "apply", "--server-side", "-f", operator); err != nil {
+		return fmt.Errorf("KubeVirt: %w", err)
+	}
+	if _, err := node.Kubectl(ctx, KubeVirtCR, "apply", "-f", "-"); err != nil {
+		return fmt.Errorf("KubeVirt: %w", err)
+	}
+	return node.waitFor(ctx, "KubeVirt Deployed", 8*time.Minute, nil, func() error {
+		out, err := node.Kubectl(ctx, "", "-n", "kubevirt", "get", "kubevirt", "kubevirt", "-o", "jsonpath={.status.phase}")
+		if err != nil {
+			return err
+		}
+		if string(out) != "Deployed" {
+			return fmt.Errorf("phase %q", out)
+		}
+		return nil
+	})
 }
 
 // connect makes the admin's client (through the node's network namespace) and waits for the node to be Ready.
@@ -175,6 +222,26 @@ func connect(ctx context.Context, node *Node) (*env, error) {
 		return nil, fmt.Errorf("label node %s: %w", NodeName, err)
 	}
 	return &env{node: node, client: c}, nil
+}
+
+// KubeVirt's operator deployed KubeVirt from the images imported into containerd: no registry was asked.
+func TestKubeVirt_DeployedFromTheImportedImages(t *testing.T) {
+	e := needNode(t)
+	ctx := context.Background()
+	pods, err := e.client.CoreV1().Pods("kubevirt").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	running := map[string]bool{}
+	for _, p := range pods.Items {
+		for _, c := range p.Spec.Containers {
+			assert.True(t, strings.HasPrefix(c.Image, "localhost/kubevirt/"), "%s/%s runs %s", p.Name, c.Name, c.Image)
+		}
+		if p.Status.Phase == corev1.PodRunning {
+			running[p.Labels["kubevirt.io"]] = true
+		}
+	}
+	for _, c := range []string{"virt-operator", "virt-api", "virt-controller", "virt-handler"} {
+		assert.True(t, running[c], "%s running", c)
+	}
 }
 
 func TestNode_ReadyWithKubeletOfTheBuiltVersion(t *testing.T) {

@@ -1,0 +1,281 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/debroot"
+)
+
+// KubeVirtVersion is the KubeVirt the cluster runs: test/go.mod's.
+const KubeVirtVersion = "v1.8.4"
+
+// kubevirtCommand is one binary of KubeVirt's tree and whether it needs cgo: virt-launcher links libvirt,
+// virt-handler's node labeller includes <linux/kvm.h>.
+type kubevirtCommand struct {
+	pkg string
+	cgo bool
+}
+
+func kubevirtCommands() []kubevirtCommand {
+	return []kubevirtCommand{
+		{"./cmd/virt-operator", false}, {"./cmd/virt-api", false}, {"./cmd/virt-controller", false},
+		{"./cmd/virt-handler", true}, {"./cmd/virt-launcher", true}, {"./cmd/virt-launcher-monitor", false},
+		{"./cmd/virt-chroot", false}, {"./cmd/virt-probe", false}, {"./cmd/virt-tail", false}, {"./cmd/virt-freezer", false},
+		{"./tools/manifest-templator", false}, {"./tools/resource-generator", false},
+	}
+}
+
+// BuildKubeVirt copies KubeVirt's source from the module cache into a cache entry, makes it build here (its
+// staging replaces mapped to the published kubevirt.io/api and client-go of the same version; the stub of
+// patches/kubevirt/main/libnbd-stub for libguestfs.org/libnbd, which the Go module proxy refuses: no NBD
+// client, which only VM backup and export use) and builds its binaries into <entry>/bin. A complete entry is
+// reused; the key is the version and the stub's files.
+func BuildKubeVirt(ctx context.Context, repoRoot string, logf func(string, ...any)) (string, error) {
+	stub := filepath.Join(repoRoot, "patches", "kubevirt", "main", "libnbd-stub")
+	h := sha256.New()
+	h.Write([]byte(KubeVirtVersion))
+	for _, f := range []string{"go.mod", "libnbd.go"} {
+		b, err := os.ReadFile(filepath.Join(stub, f))
+		if err != nil {
+			return "", fmt.Errorf("KubeVirt build: %w", err)
+		}
+		h.Write(b)
+	}
+	entry := filepath.Join(CacheDir(), "kubevirt-"+KubeVirtVersion+"-"+hex.EncodeToString(h.Sum(nil))[:12])
+	if err := os.MkdirAll(CacheDir(), 0o755); err != nil {
+		return "", fmt.Errorf("create %s: %w", CacheDir(), err)
+	}
+	unlock, err := debroot.Lock(entry + ".lock")
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if _, err := os.Stat(filepath.Join(entry, ".complete")); err == nil {
+		return entry, nil
+	}
+	if err := os.RemoveAll(entry); err != nil {
+		return "", fmt.Errorf("remove incomplete %s: %w", entry, err)
+	}
+	out, err := exec.CommandContext(ctx, "go", "mod", "download", "-json", "kubevirt.io/kubevirt@"+KubeVirtVersion).Output()
+	if err != nil {
+		return "", fmt.Errorf("go mod download kubevirt.io/kubevirt@%s: %w", KubeVirtVersion, err)
+	}
+	var mod struct{ Dir string }
+	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
+		return "", fmt.Errorf("go mod download kubevirt.io/kubevirt@%s: no Dir in %q (%v)", KubeVirtVersion, out, err)
+	}
+	tree := filepath.Join(entry, "src")
+	if err := os.MkdirAll(entry, 0o755); err != nil {
+		return "", fmt.Errorf("create %s: %w", entry, err)
+	}
+	for _, c := range [][]string{
+		{"cp", "-r", mod.Dir, tree},
+		{"chmod", "-R", "u+w", tree},
+	} {
+		if msg, err := exec.CommandContext(ctx, c[0], c[1:]...).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("%s: %w\n%s", strings.Join(c, " "), err, msg)
+		}
+	}
+	goEnv := append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod -buildvcs=false")
+	edit := exec.CommandContext(ctx, "go", "mod", "edit",
+		"-replace", "kubevirt.io/api=kubevirt.io/api@"+KubeVirtVersion,
+		"-replace", "kubevirt.io/client-go=kubevirt.io/client-go@"+KubeVirtVersion,
+		"-replace", "libguestfs.org/libnbd="+stub)
+	edit.Dir, edit.Env = tree, goEnv
+	if msg, err := edit.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go mod edit in %s: %w\n%s", tree, err, msg)
+	}
+	logf("cluster: libnbd: STUB in use (patches/kubevirt/main/libnbd-stub: the Go module proxy refuses libguestfs.org/libnbd)")
+	bin := filepath.Join(entry, "bin")
+	for _, c := range kubevirtCommands() {
+		start := time.Now()
+		cgo := "CGO_ENABLED=0"
+		if c.cgo {
+			cgo = "CGO_ENABLED=1"
+		}
+		b := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(bin, filepath.Base(c.pkg)), c.pkg)
+		b.Dir, b.Env = tree, append(goEnv, cgo)
+		if msg, err := b.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("go build %s of KubeVirt %s: %w\n%s", c.pkg, KubeVirtVersion, err, msg)
+		}
+		logf("cluster: built KubeVirt's %s in %s", filepath.Base(c.pkg), time.Since(start).Round(time.Second))
+	}
+	if err := os.WriteFile(filepath.Join(entry, ".complete"), nil, 0o644); err != nil {
+		return "", fmt.Errorf("mark %s complete: %w", entry, err)
+	}
+	return entry, nil
+}
+
+// KubeVirtRootSpec is the trixie root KubeVirt's images are made of: libvirt 11.3 and qemu 10 (KubeVirt v1.8.4
+// ships 11.9 and 10.1), xorriso for the cloud-init ISO, libcap2-bin for setcap, iproute2, nftables and iptables
+// for virt-handler and the launcher's network setup.
+func KubeVirtRootSpec() debroot.Spec {
+	return debroot.Spec{Suite: "trixie", Tool: "mmdebstrap", Packages: []string{
+		"iproute2", "iptables", "ipxe-qemu", "libcap2-bin", "libvirt-clients", "libvirt-daemon", "libvirt-daemon-driver-qemu",
+		"libvirt-daemon-log", "nftables", "procps", "qemu-system-x86", "qemu-utils", "seabios", "xorriso",
+	}}
+}
+
+// kubevirtImageTag is the tag of every KubeVirt image of the cluster; the operator's manifest names it.
+const kubevirtImageTag = KubeVirtVersion + "-cluster"
+
+// virtqemudShim runs Debian's monolithic libvirtd under the name virt-launcher starts (Debian ships no modular
+// daemons), and gives its socket virtqemud's name: virt-launcher's non-root URI names virtqemud-sock.
+const virtqemudShim = `#!/bin/sh
+dir=${XDG_RUNTIME_DIR:-/run}/libvirt
+[ "$(id -u)" = 0 ] && dir=/run/libvirt
+(
+  n=0
+  while [ ! -S "$dir/libvirt-sock" ] && [ "$n" -lt 600 ]; do sleep 0.1; n=$((n + 1)); done
+  ln -sf libvirt-sock "$dir/virtqemud-sock"
+) &
+exec /usr/sbin/libvirtd "$@"
+`
+
+// KubeVirtImages are KubeVirt's images, all of one layer: the trixie root, KubeVirt's binaries, its libvirt and
+// qemu configuration (cmd/virt-launcher), the virtqemud shim, users qemu (107) and kubevirt (1001), and
+// virt-launcher-monitor with cap_net_bind_service (its ambient capability; without it virt-launcher cannot be
+// started). virt-operator, virt-api and virt-controller run as 1001, as KubeVirt's own images do.
+func KubeVirtImages(root, kubevirt string) ([]Image, error) {
+	files := map[string]ImageFile{}
+	for _, b := range []string{"virt-operator", "virt-api", "virt-controller", "virt-handler", "virt-launcher", "virt-launcher-monitor",
+		"virt-chroot", "virt-probe", "virt-tail", "virt-freezer"} {
+		data, err := os.ReadFile(filepath.Join(kubevirt, "bin", b))
+		if err != nil {
+			return nil, fmt.Errorf("KubeVirt image: %w", err)
+		}
+		f := ImageFile{Mode: 0o755, Data: data}
+		if b == "virt-launcher-monitor" {
+			f.Caps = VFSCaps(10) // CAP_NET_BIND_SERVICE
+		}
+		files["usr/bin/"+b] = f
+	}
+	src := filepath.Join(kubevirt, "src", "cmd", "virt-launcher")
+	for from, to := range map[string]string{
+		"node-labeller/node-labeller.sh": "usr/bin/node-labeller.sh", "virtqemud.conf": "etc/libvirt/virtqemud.conf",
+		"qemu.conf": "etc/libvirt/qemu.conf", "nsswitch.conf": "etc/nsswitch.conf",
+	} {
+		data, err := os.ReadFile(filepath.Join(src, from))
+		if err != nil {
+			return nil, fmt.Errorf("KubeVirt image: %w", err)
+		}
+		files[to] = ImageFile{Mode: 0o755, Data: data} // module zips drop modes; node-labeller.sh must run
+	}
+	files["usr/sbin/virtqemud"] = ImageFile{Mode: 0o755, Data: []byte(virtqemudShim)}
+	for name, line := range map[string]string{"etc/passwd": "qemu:x:107:107:qemu:/home/qemu:/bin/bash\nkubevirt:x:1001:1001::/home/kubevirt:/bin/false\n",
+		"etc/group": "qemu:x:107:\nkubevirt:x:1001:\n"} {
+		data, err := os.ReadFile(filepath.Join(root, name))
+		if err != nil {
+			return nil, fmt.Errorf("KubeVirt image: %w", err)
+		}
+		files[name] = ImageFile{Mode: 0o644, Data: append(data, line...)}
+	}
+	layer := &Layer{Root: root, Files: files}
+	var images []Image
+	for _, c := range []string{"virt-operator", "virt-api", "virt-controller", "virt-handler", "virt-launcher"} {
+		img := Image{Tag: "localhost/kubevirt/" + c + ":" + kubevirtImageTag, Layers: []*Layer{layer}}
+		if c == "virt-operator" || c == "virt-api" || c == "virt-controller" {
+			img.User = "1001"
+		}
+		images = append(images, img)
+	}
+	return images, nil
+}
+
+// KubeVirtOperatorManifest writes KubeVirt's operator manifest for the cluster's images (tag kubevirtImageTag,
+// pull policy IfNotPresent), made by KubeVirt's own generators as its release does: resource-generator for the
+// KubeVirt CRD and the operator's RBAC, manifest-templator for the rest.
+func KubeVirtOperatorManifest(ctx context.Context, kubevirt, out string) error {
+	gen := filepath.Join(filepath.Dir(out), "kubevirt-generated")
+	if err := os.MkdirAll(gen, 0o755); err != nil {
+		return fmt.Errorf("KubeVirt manifest: %w", err)
+	}
+	bin := func(b string) string { return filepath.Join(kubevirt, "bin", b) }
+	for file, typ := range map[string][]string{
+		"kv-resource.yaml":                        {"--type=kv"},
+		"rbac-operator.authorization.k8s.yaml.in": {"--type=operator-rbac", "--namespace={{.Namespace}}"},
+	} {
+		b, err := exec.CommandContext(ctx, bin("resource-generator"), typ...).Output()
+		if err != nil {
+			return fmt.Errorf("KubeVirt resource-generator %v: %w", typ, err)
+		}
+		if err := os.WriteFile(filepath.Join(gen, file), b, 0o644); err != nil {
+			return fmt.Errorf("KubeVirt manifest: %w", err)
+		}
+	}
+	logo := filepath.Join(gen, "logo")
+	if err := os.WriteFile(logo, []byte("logo"), 0o644); err != nil {
+		return fmt.Errorf("KubeVirt manifest: %w", err)
+	}
+	// Two passes, as hack/build-manifests.sh makes them: the generated files into the template, then the variables
+	// into everything (the generated RBAC holds {{.Namespace}} itself).
+	templator := func(args ...string) ([]byte, error) {
+		b, err := exec.CommandContext(ctx, bin("manifest-templator"), args...).Output()
+		if err != nil {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				return nil, fmt.Errorf("KubeVirt manifest-templator: %w\n%s", err, ee.Stderr)
+			}
+			return nil, fmt.Errorf("KubeVirt manifest-templator: %w", err)
+		}
+		return b, nil
+	}
+	files, err := templator("--process-files", "--generated-manifests-dir="+gen,
+		"--input-file="+filepath.Join(kubevirt, "src", "manifests", "release", "kubevirt-operator.yaml.in"))
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(gen, "kubevirt-operator.yaml.in.tmp")
+	if err := os.WriteFile(tmp, files, 0o644); err != nil {
+		return fmt.Errorf("KubeVirt manifest: %w", err)
+	}
+	b, err := templator("--process-vars", "--input-file="+tmp, "--namespace=kubevirt", "--container-prefix=localhost/kubevirt",
+		"--container-tag="+kubevirtImageTag, "--image-pull-policy=IfNotPresent", "--kubevirt-logo-path="+logo)
+	if err != nil {
+		return err
+	}
+	if bytes.Contains(b, []byte("{{")) {
+		return fmt.Errorf("KubeVirt manifest: a template variable is left in %s", out)
+	}
+	if err := os.WriteFile(out, b, 0o644); err != nil {
+		return fmt.Errorf("KubeVirt manifest: %w", err)
+	}
+	return nil
+}
+
+// KubeVirtCR is the KubeVirt CR of the cluster: software emulation (no /dev/kvm here), the imported images, one
+// replica of each infrastructure component.
+const KubeVirtCR = `apiVersion: kubevirt.io/v1
+kind: KubeVirt
+metadata: {name: kubevirt, namespace: kubevirt}
+spec:
+  imagePullPolicy: IfNotPresent
+  configuration:
+    developerConfiguration:
+      useEmulation: true
+  infra:
+    replicas: 1
+`
+
+// Kubectl runs the cluster's kubectl as the admin, from inside the node's network namespace, with stdin.
+func (n *Node) Kubectl(ctx context.Context, stdin string, args ...string) ([]byte, error) {
+	all := append([]string{"-t", fmt.Sprint(n.init.Process.Pid), "-n", "--", filepath.Join(n.bin, "kubectl"), "--kubeconfig", n.Kubeconfig}, args...)
+	cmd := exec.CommandContext(ctx, "nsenter", all...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return out, fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return out, nil
+}
