@@ -3,7 +3,9 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
 	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/debroot"
 	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/harness"
 )
@@ -83,6 +86,11 @@ func runWithNode(m *testing.M) int {
 		logf("cluster (build): %v", err)
 		return 1
 	}
+	cni, err := StaticBinary(filepath.Join(harness.RepoRoot(), "test"), "./cmd/cluster-cni")
+	if err != nil {
+		logf("cluster (build): %v", err)
+		return 1
+	}
 	images, err := os.MkdirTemp("", "sriov-udn-cluster-images-")
 	if err != nil {
 		logf("cluster (build): %v", err)
@@ -119,7 +127,7 @@ func runWithNode(m *testing.M) int {
 	}
 	phase("images and KubeVirt's manifest")
 
-	node, err := Start(ctx, Paths{Kubernetes: k8s, Root: root, Images: []string{archive}}, logf)
+	node, err := Start(ctx, Paths{Kubernetes: k8s, Root: root, Images: []string{archive}, CNIPlugin: cni}, logf)
 	code := 1
 	defer func() {
 		if code != 0 && node != nil {
@@ -131,7 +139,10 @@ func runWithNode(m *testing.M) int {
 		var e *env
 		if e, err = connect(ctx, node); err == nil {
 			phase("node Ready")
-			if err = deployKubeVirt(ctx, node, operator); err == nil {
+			if err = applyNADCRD(ctx, node); err == nil {
+				err = deployKubeVirt(ctx, node, operator)
+			}
+			if err == nil {
 				phase("KubeVirt Deployed")
 				theEnv = e
 				code = m.Run()
@@ -161,6 +172,24 @@ func runWithNode(m *testing.M) int {
 	}
 	return code
 }
+
+// applyNADCRD installs the NetworkAttachmentDefinition CRD, from the module that ships it (Multus installs the
+// same one).
+func applyNADCRD(ctx context.Context, node *Node) error {
+	dir, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", nadModule).Output()
+	if err != nil {
+		return fmt.Errorf("go list -m %s: %w", nadModule, err)
+	}
+	crd := filepath.Join(strings.TrimSpace(string(dir)), "artifacts", "networks-crd.yaml")
+	if _, err := node.Kubectl(ctx, "", "apply", "-f", crd); err != nil {
+		return fmt.Errorf("NAD CRD: %w", err)
+	}
+	_, err = node.Kubectl(ctx, "", "wait", "--for=condition=Established", "--timeout=60s", "crd/network-attachment-definitions.k8s.cni.cncf.io")
+	return err
+}
+
+// nadModule ships the NetworkAttachmentDefinition CRD (artifacts/networks-crd.yaml).
+const nadModule = "github.com/k8snetworkplumbingwg/network-attachment-definition-client"
 
 // deployKubeVirt applies KubeVirt's operator and CR, as docs/install.md's reader would with kubectl, and waits
 // for the CR's phase Deployed.
@@ -222,6 +251,58 @@ func connect(ctx context.Context, node *Node) (*env, error) {
 		return nil, fmt.Errorf("label node %s: %w", NodeName, err)
 	}
 	return &env{node: node, client: c}, nil
+}
+
+// On a live pod, through the real apiserver, the CNI stand-in writes the two annotations the sidecar reads, and
+// they parse with the sidecar's own parsers: network-status with the VF network's device-info, pod-networks with
+// the UDN's addresses.
+func TestCNIStandIn_LivePodGetsNetworkStatusAndPodNetworks(t *testing.T) {
+	e := needNode(t)
+	ctx := context.Background()
+	nad := `apiVersion: k8s.cni.cncf.io/v1
+kind: NetworkAttachmentDefinition
+metadata: {name: udn-vf, namespace: default}
+spec:
+  config: '{"cniVersion": "1.0.0", "name": "udn-vf", "type": "sriov", "deviceID": "0000:65:00.2", "ipam": {"type": "host-local",
+    "ranges": [[{"subnet": "192.168.50.0/24"}], [{"subnet": "fd50::/64"}]]}}'
+`
+	_, err := e.node.Kubectl(ctx, nad, "apply", "-f", "-")
+	require.NoError(t, err)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "cni-standin", Namespace: "default",
+			Annotations: map[string]string{"k8s.v1.cni.cncf.io/networks": `[{"name": "udn-vf", "namespace": "default", "interface": "pod1234567890a"}]`}},
+		Spec: corev1.PodSpec{AutomountServiceAccountToken: new(bool),
+			Containers: []corev1.Container{{Name: "main", Image: PauseImage, ImagePullPolicy: corev1.PullNever}}},
+	}
+	_, err = e.client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.client.CoreV1().Pods("default").Delete(ctx, pod.Name, metav1.DeleteOptions{}) })
+	var got *corev1.Pod
+	require.NoError(t, e.node.waitFor(ctx, "pod cni-standin Running with its annotations", 2*time.Minute, nil, func() error {
+		p, err := e.client.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.Status.Phase != corev1.PodRunning || p.Annotations["k8s.v1.cni.cncf.io/network-status"] == "" {
+			return fmt.Errorf("phase %s, annotations %v", p.Status.Phase, maps.Keys(p.Annotations))
+		}
+		got = p
+		return nil
+	}))
+	statuses, err := downwardapi.ParseNetworkStatus([]byte(got.Annotations["k8s.v1.cni.cncf.io/network-status"]))
+	require.NoError(t, err)
+	require.Len(t, statuses, 2, "the pod network and the VF network")
+	vf := statuses[1]
+	assert.Equal(t, "default/udn-vf", vf.Name)
+	assert.Equal(t, "pod1234567890a", vf.Interface)
+	require.NotNil(t, vf.DeviceInfo)
+	require.NotNil(t, vf.DeviceInfo.Pci)
+	assert.Equal(t, "0000:65:00.2", vf.DeviceInfo.Pci.PciAddress)
+	assert.Len(t, vf.IPs, 2, "both families from host-local")
+	snap := downwardapi.SnapshotFromMaps(got.Labels, got.Annotations)
+	assert.Empty(t, snap.Problems, "the sidecar's parsers accept what the stand-in wrote")
+	assert.Contains(t, got.Annotations["k8s.ovn.org/pod-networks"], `"default/udn-vf"`)
+	assert.Len(t, got.Status.PodIPs, 2, "the pod network is dual-stack")
 }
 
 // KubeVirt's operator deployed KubeVirt from the images imported into containerd: no registry was asked.

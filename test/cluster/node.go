@@ -34,6 +34,7 @@ const (
 	serviceCIDR   = "10.96.0.0/16"
 	serviceIP     = "10.96.0.1"
 	podCIDR       = "10.88.0.0/16"
+	podCIDRv6     = "fd88::/64"
 	// cgroupRoot is kubelet's cgroupRoot, made in every cgroup v1 hierarchy before kubelet starts and removed,
 	// deepest first, after the node is gone.
 	cgroupRoot = "sriov-udn-cluster"
@@ -63,7 +64,9 @@ type Node struct {
 type Paths struct {
 	Kubernetes string // directory of kube-apiserver, kubelet, ...
 	Root       string // trixie root with containerd and etcd
-	CNIConfig  string // a CNI conflist for containerd; empty: a bridge with host-local IPAM on podCIDR
+	// CNIPlugin is test/cmd/cluster-cni, the stand-in for Multus and OVN-Kubernetes: the node's one CNI
+	// network, which runs Debian's bridge and host-local plugins (/usr/lib/cni) and writes the pod's annotations.
+	CNIPlugin []byte
 	// Images are docker-archive tars imported into containerd before kubelet starts; one of them holds
 	// PauseImage.
 	Images []string
@@ -77,7 +80,7 @@ func Start(ctx context.Context, p Paths, logf func(string, ...any)) (*Node, erro
 		return nil, fmt.Errorf("node work dir: %w", err)
 	}
 	n := &Node{Work: work, bin: p.Kubernetes, root: p.Root, logf: logf}
-	for _, d := range []string{"bin", "logs", "varlib", "etcd", "containerd/root", "containerd/state", "containerd/opt", "cni/net.d", "cni/data", "sysctl/vm", "sysctl/kernel", "kubelet/pki", "podlogs", "volume-plugins"} {
+	for _, d := range []string{"bin", "cni/bin", "logs", "varlib", "etcd", "containerd/root", "containerd/state", "containerd/opt", "cni/net.d", "cni/data", "sysctl/vm", "sysctl/kernel", "kubelet/pki", "podlogs", "volume-plugins"} {
 		if err := os.MkdirAll(n.path(d), 0o755); err != nil {
 			return n, fmt.Errorf("node work dir: %w", err)
 		}
@@ -86,11 +89,14 @@ func Start(ctx context.Context, p Paths, logf func(string, ...any)) (*Node, erro
 		[]string{"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local", NodeName}); err != nil {
 		return n, err
 	}
-	if err := n.writeConfigs(p.CNIConfig); err != nil {
+	if err := n.writeConfigs(); err != nil {
 		return n, err
 	}
 	if err := os.Symlink(filepath.Join(n.root, "usr", "bin", "containerd-shim-runc-v2"), n.path("bin", "containerd-shim-runc-v2")); err != nil {
 		return n, fmt.Errorf("containerd's shim: %w", err)
+	}
+	if err := n.cniBin(p.CNIPlugin); err != nil {
+		return n, err
 	}
 	if err := makeCgroupRoot(); err != nil {
 		return n, err
@@ -148,7 +154,28 @@ func (n *Node) initScript() string {
 	return b.String()
 }
 
-func (n *Node) writeConfigs(cniConfig string) error {
+// cniBin is containerd's CNI plugin directory: Debian's plugins, linked, and the stand-in, so that nothing is
+// added to the host's /usr/lib/cni.
+func (n *Node) cniBin(standIn []byte) error {
+	plugins, err := os.ReadDir(debianCNIDir)
+	if err != nil {
+		return fmt.Errorf("the CNI plugins of Debian's containernetworking-plugins: %w", err)
+	}
+	for _, p := range plugins {
+		if err := os.Symlink(filepath.Join(debianCNIDir, p.Name()), n.path("cni", "bin", p.Name())); err != nil {
+			return fmt.Errorf("CNI plugin dir: %w", err)
+		}
+	}
+	if err := os.WriteFile(n.path("cni", "bin", "cluster-cni"), standIn, 0o755); err != nil {
+		return fmt.Errorf("CNI stand-in: %w", err)
+	}
+	return nil
+}
+
+// debianCNIDir is where Debian's containernetworking-plugins puts its plugins.
+const debianCNIDir = "/usr/lib/cni"
+
+func (n *Node) writeConfigs() error {
 	for key, val := range kernelDefaults() {
 		if err := os.WriteFile(n.path("sysctl", key), []byte(val+"\n"), 0o644); err != nil {
 			return fmt.Errorf("node sysctl file: %w", err)
@@ -183,10 +210,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         SystemdCgroup = false
         BinaryName = "/usr/sbin/runc"
   [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
+    bin_dir = %q
     conf_dir = %q
 `, n.path("containerd", "root"), n.path("containerd", "state"), n.containerdSocket(), n.containerdSocket()+".ttrpc",
-			n.path("containerd", "opt"), PauseImage, n.path("cni", "net.d")),
+			n.path("containerd", "opt"), PauseImage, n.path("cni", "bin"), n.path("cni", "net.d")),
 		"kubelet.yaml": fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 cgroupDriver: cgroupfs
@@ -214,20 +241,22 @@ imageGCLowThresholdPercent: 99
 maxPods: 30
 `, cgroupRoot, nodeIP, n.containerdSocket(), n.containerdSocket(), n.path("resolv.conf"), n.path("podlogs"), n.path("volume-plugins")),
 	}
-	if cniConfig == "" {
-		cniConfig = fmt.Sprintf(`{"cniVersion": "0.4.0", "name": "node", "plugins": [{"type": "bridge", "bridge": "cni0", "isGateway": true,
- "ipMasq": false, "hairpinMode": true, "ipam": {"type": "host-local", "dataDir": %q, "ranges": [[{"subnet": %q}]], "routes": [{"dst": "0.0.0.0/0"}]}}]}`,
-			n.path("cni", "data"), podCIDR)
+	var err error
+	if n.Kubeconfig, err = n.pki.kubeconfig("admin", fmt.Sprintf("https://%s:%d", nodeIP, apiserverPort)); err != nil {
+		return err
 	}
-	files[filepath.Join("cni", "net.d", "10-node.conflist")] = cniConfig
+	// The stand-in writes the pods' annotations as the admin: Multus and ovnkube-controller have their own
+	// service accounts with that right.
+	files[filepath.Join("cni", "net.d", "10-cluster.conflist")] = fmt.Sprintf(`{"cniVersion": "1.0.0", "name": "cluster", "plugins": [
+ {"type": "cluster-cni", "name": "cluster", "cniVersion": "1.0.0", "kubeconfig": %q, "pluginDir": %q, "dataDir": %q,
+  "podNetwork": {"bridge": "cni0", "subnetV4": %q, "subnetV6": %q, "serviceSubnets": [%q]}}]}`,
+		n.Kubeconfig, debianCNIDir, n.path("cni", "data"), podCIDR, podCIDRv6, serviceCIDR)
 	for name, text := range files {
 		if err := os.WriteFile(n.path(name), []byte(text), 0o644); err != nil {
 			return fmt.Errorf("node config %s: %w", name, err)
 		}
 	}
-	var err error
-	n.Kubeconfig, err = n.pki.kubeconfig("admin", fmt.Sprintf("https://%s:%d", nodeIP, apiserverPort))
-	return err
+	return nil
 }
 
 func (n *Node) containerdSocket() string { return n.path("containerd", "containerd.sock") }
