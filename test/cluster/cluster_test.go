@@ -91,6 +91,11 @@ func runWithNode(m *testing.M) int {
 		logf("cluster (build): %v", err)
 		return 1
 	}
+	vfStandIn, err := StaticBinary(filepath.Join(harness.RepoRoot(), "test"), "./cmd/cluster-vfstandin")
+	if err != nil {
+		logf("cluster (build): %v", err)
+		return 1
+	}
 	images, err := os.MkdirTemp("", "sriov-udn-cluster-images-")
 	if err != nil {
 		logf("cluster (build): %v", err)
@@ -115,7 +120,10 @@ func runWithNode(m *testing.M) int {
 		return 1
 	}
 	archive := filepath.Join(images, "images.tar")
-	all := append([]Image{{Tag: PauseImage, Layers: []*Layer{{Files: map[string]ImageFile{"pause": {Mode: 0o755, Data: pause}}}}, Entrypoint: []string{"/pause"}}}, kvImages...)
+	all := append([]Image{
+		{Tag: PauseImage, Layers: []*Layer{{Files: map[string]ImageFile{"pause": {Mode: 0o755, Data: pause}}}}, Entrypoint: []string{"/pause"}},
+		{Tag: VFStandInImage, Layers: []*Layer{{Files: map[string]ImageFile{"vf-standin": {Mode: 0o755, Data: vfStandIn}}}}, Entrypoint: []string{"/vf-standin"}, User: "107:107"},
+	}, kvImages...)
 	if err := WriteArchive(archive, all...); err != nil {
 		logf("cluster (build): %v", err)
 		return 1
@@ -125,9 +133,14 @@ func runWithNode(m *testing.M) int {
 		logf("cluster (build): %v", err)
 		return 1
 	}
+	sidecar, err := SidecarArchive(ctx, harness.RepoRoot(), images)
+	if err != nil {
+		logf("cluster (build): %v", err)
+		return 1
+	}
 	phase("images and KubeVirt's manifest")
 
-	node, err := Start(ctx, Paths{Kubernetes: k8s, Root: root, Images: []string{archive}, CNIPlugin: cni}, logf)
+	node, err := Start(ctx, Paths{Kubernetes: k8s, Root: root, Images: []string{archive, sidecar}, CNIPlugin: cni}, logf)
 	code := 1
 	defer func() {
 		if code != 0 && node != nil {
@@ -144,6 +157,13 @@ func runWithNode(m *testing.M) int {
 			}
 			if err == nil {
 				phase("KubeVirt Deployed")
+				err = node.RegisterBinding(ctx, harness.RepoRoot())
+			}
+			if err == nil {
+				err = keptCR(ctx, node)
+			}
+			if err == nil {
+				phase("binding registered")
 				theEnv = e
 				code = m.Run()
 				phase("tests")
@@ -173,6 +193,19 @@ func runWithNode(m *testing.M) int {
 	return code
 }
 
+// keptCR checks that registering the binding left the rest of the KubeVirt CR as it was.
+func keptCR(ctx context.Context, node *Node) error {
+	out, err := node.Kubectl(ctx, "", "-n", "kubevirt", "get", "kubevirt", "kubevirt", "-o",
+		"jsonpath={.spec.configuration.developerConfiguration.useEmulation} {.spec.configuration.network.binding.sriov-udn.sidecarImage} {.spec.configuration.network.binding.vf-standin.sidecarImage}")
+	if err != nil {
+		return err
+	}
+	if want := "true " + SidecarImage + " " + VFStandInImage; string(out) != want {
+		return fmt.Errorf("KubeVirt CR after registering the binding: useEmulation, sidecar images %q, want %q", out, want)
+	}
+	return nil
+}
+
 // applyNADCRD installs the NetworkAttachmentDefinition CRD, from the module that ships it (Multus installs the
 // same one).
 func applyNADCRD(ctx context.Context, node *Node) error {
@@ -197,7 +230,10 @@ func deployKubeVirt(ctx context.Context, node *Node, operator string) error {
 	if _, err := node.Kubectl(ctx, "", "apply", "--server-side", "-f", operator); err != nil {
 		return fmt.Errorf("KubeVirt: %w", err)
 	}
-	if _, err := node.Kubectl(ctx, KubeVirtCR, "apply", "-f", "-"); err != nil {
+	// Created, as KubeVirt's install guide does (kubectl create -f kubevirt-cr.yaml): docs/install.md then
+	// applies our partial KubeVirt object, which a CR created by `kubectl apply` would lose its other fields to
+	// (the three-way merge drops what the last applied configuration had and ours has not).
+	if _, err := node.Kubectl(ctx, KubeVirtCR, "create", "-f", "-"); err != nil {
 		return fmt.Errorf("KubeVirt: %w", err)
 	}
 	return node.waitFor(ctx, "KubeVirt Deployed", 8*time.Minute, nil, func() error {
@@ -399,4 +435,102 @@ func TestNode_PodDownwardAPIVolume_KubeletSwapsItOnAnnotate(t *testing.T) {
 	data2, err := os.Readlink(filepath.Join(vol, "..data"))
 	require.NoError(t, err)
 	assert.NotEqual(t, data1, data2, "kubelet swapped ..data to a new timestamped directory")
+}
+
+// vmiYAML is a VM with a pod NIC (masquerade), one VF network bound to sriov-udn and the stand-in's own
+// interface (bound to vf-standin, on a NAD of type none: it puts the stand-in after ours among the pod's
+// sidecars). No disk: the domain starts and the guest has nothing to boot, which is enough for virt-launcher to
+// call every hook and build the cloud-init ISO.
+const vmiYAML = `apiVersion: k8s.cni.cncf.io/v1
+kind: NetworkAttachmentDefinition
+metadata: {name: udn-vf, namespace: default}
+spec:
+  config: '{"cniVersion": "1.0.0", "name": "udn-vf", "type": "sriov", "deviceID": "0000:65:00.2", "ipam": {"type": "host-local",
+    "ranges": [[{"subnet": "192.168.50.0/24"}], [{"subnet": "fd50::/64"}]]}}'
+---
+apiVersion: k8s.cni.cncf.io/v1
+kind: NetworkAttachmentDefinition
+metadata: {name: standin-none, namespace: default}
+spec:
+  config: '{"cniVersion": "1.0.0", "name": "standin-none", "type": "none"}'
+---
+apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstance
+metadata: {name: vm-sriov, namespace: default}
+spec:
+  domain:
+    resources: {requests: {memory: 128Mi}}
+    devices:
+      interfaces:
+      - {name: default, masquerade: {}, macAddress: "02:00:00:00:00:0a"}
+      - {name: udn-vf, binding: {name: sriov-udn}, macAddress: "02:00:00:aa:01:01"}
+      - {name: standin, binding: {name: vf-standin}}
+      disks:
+      - {name: cloudinit, disk: {bus: virtio}}
+  networks:
+  - {name: default, pod: {}}
+  - {name: udn-vf, multus: {networkName: udn-vf}}
+  - {name: standin, multus: {networkName: standin-none}}
+  volumes:
+  - {name: cloudinit, cloudInitNoCloud: {userData: "#cloud-config\n"}}
+`
+
+// KubeVirt renders the launcher pod with our image as the binding's sidecar, the admission policy projects
+// pod-info into it, and virt-launcher runs our hooks, then the VF stand-in's, and starts the domain.
+func TestVMI_OurBindingRunsInTheRealLauncherPod(t *testing.T) {
+	e := needNode(t)
+	ctx := context.Background()
+	require.NoError(t, e.node.waitFor(ctx, "the VMI accepted (virt-api knows the bindings)", 2*time.Minute, nil, func() error {
+		_, err := e.node.Kubectl(ctx, vmiYAML, "apply", "-f", "-")
+		return err
+	}))
+	t.Cleanup(func() { _, _ = e.node.Kubectl(ctx, "", "delete", "vmi", "vm-sriov", "--wait=false") })
+	err := e.node.waitFor(ctx, "VMI vm-sriov Running", 5*time.Minute, nil, func() error {
+		out, err := e.node.Kubectl(ctx, "", "get", "vmi", "vm-sriov", "-o", "jsonpath={.status.phase}")
+		if err != nil {
+			return err
+		}
+		if string(out) == "Failed" {
+			return fmt.Errorf("phase Failed")
+		}
+		if string(out) != "Running" {
+			return fmt.Errorf("phase %q", out)
+		}
+		return nil
+	})
+	if err != nil {
+		events, _ := e.node.Kubectl(ctx, "", "get", "events", "-n", "default", "--sort-by=.lastTimestamp")
+		pods, _ := e.node.Kubectl(ctx, "", "get", "pods", "-n", "default", "-o", "wide")
+		t.Fatalf("%v\nevents:\n%s\npods:\n%s", err, events, pods)
+	}
+	pods, err := e.client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "kubevirt.io=virt-launcher"})
+	require.NoError(t, err)
+	require.Len(t, pods.Items, 1)
+	launcher := pods.Items[0]
+	var ours, standIn string
+	for _, c := range launcher.Spec.Containers {
+		switch c.Image {
+		case SidecarImage:
+			ours = c.Name
+			var mounts []string
+			for _, m := range c.VolumeMounts {
+				mounts = append(mounts, m.Name+"="+m.MountPath)
+			}
+			assert.Contains(t, strings.Join(mounts, " "), "/var/run/kubevirt-private/downwardapi/podinfo", "the policy mounted pod-info into our sidecar")
+		case VFStandInImage:
+			standIn = c.Name
+		}
+	}
+	require.NotEmpty(t, ours, "KubeVirt rendered our sidecar")
+	require.NotEmpty(t, standIn, "KubeVirt rendered the VF stand-in")
+	logs := func(container string) string {
+		b, err := e.client.CoreV1().Pods("default").GetLogs(launcher.Name, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
+		require.NoError(t, err, "logs of %s", container)
+		return string(b)
+	}
+	oursLog := logs(ours)
+	assert.Contains(t, oursLog, `"hook":"OnDefineDomain"`, "virt-launcher called our OnDefineDomain")
+	assert.Contains(t, oursLog, `"hook":"PreCloudInitIso"`, "virt-launcher called our PreCloudInitIso")
+	assert.Contains(t, logs(standIn), `"msg":"OnDefineDomain ok"`, "the stand-in accepted our hostdev and swapped it")
+	t.Logf("our sidecar's log:\n%s", oursLog)
 }

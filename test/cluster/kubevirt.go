@@ -264,6 +264,8 @@ spec:
   configuration:
     developerConfiguration:
       useEmulation: true
+      # docs/install.md step 1: VFIO needs the memlock overhead KubeVirt reserves with this gate.
+      featureGates: [ReservedOverheadMemlock]
   infra:
     replicas: 1
 `

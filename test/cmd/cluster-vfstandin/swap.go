@@ -90,17 +90,18 @@ func plan(vmi *v1.VirtualMachineInstance, info downwardapi.NetworkInfo, binding 
 	return out, nil
 }
 
-// hostdev is one <hostdev> child of <devices>: its bytes' place in the document and its alias.
-type hostdev struct {
+// device is one <hostdev> or <interface> child of <devices>: its bytes' place in the document and its alias.
+type device struct {
+	element    string
 	start, end int64
 	alias      string
 }
 
-// findHostdevs lists the <hostdev> children of /domain/devices, with their byte offsets in doc.
-func findHostdevs(doc []byte) ([]hostdev, error) {
+// findHostdevs lists the <hostdev> and <interface> children of /domain/devices, with their byte offsets in doc.
+func findHostdevs(doc []byte) ([]device, error) {
 	dec := xml.NewDecoder(bytes.NewReader(doc))
 	var (
-		out   []hostdev
+		out   []device
 		path  []string
 		start int64
 	)
@@ -115,16 +116,18 @@ func findHostdevs(doc []byte) ([]hostdev, error) {
 		}
 		switch t := tok.(type) {
 		case xml.StartElement:
-			if len(path) == 2 && path[0] == "domain" && path[1] == "devices" && t.Name.Local == "hostdev" {
-				var hd libvirtxml.DomainHostdev
-				if err := dec.DecodeElement(&hd, &t); err != nil {
-					return nil, fmt.Errorf("%w: domain XML: <hostdev> at byte %d: %w", ErrInput, start, err)
+			if len(path) == 2 && path[0] == "domain" && path[1] == "devices" && (t.Name.Local == "hostdev" || t.Name.Local == "interface") {
+				var el struct {
+					Alias *libvirtxml.DomainAlias `xml:"alias"`
 				}
-				h := hostdev{start: start, end: dec.InputOffset()}
-				if hd.Alias != nil {
-					h.alias = hd.Alias.Name
+				if err := dec.DecodeElement(&el, &t); err != nil {
+					return nil, fmt.Errorf("%w: domain XML: <%s> at byte %d: %w", ErrInput, t.Name.Local, start, err)
 				}
-				out = append(out, h)
+				d := device{element: t.Name.Local, start: start, end: dec.InputOffset()}
+				if el.Alias != nil {
+					d.alias = el.Alias.Name
+				}
+				out = append(out, d)
 				continue
 			}
 			path = append(path, t.Name.Local)
@@ -208,10 +211,14 @@ func Swap(doc []byte, vmi *v1.VirtualMachineInstance, info downwardapi.NetworkIn
 	}
 	var edits []edit
 	for _, v := range vfs {
-		var mine []hostdev
-		for _, h := range found {
-			if h.alias == v.alias() {
-				mine = append(mine, h)
+		var mine []device
+		nics := 0
+		for _, d := range found {
+			switch {
+			case d.element == "hostdev" && d.alias == v.alias():
+				mine = append(mine, d)
+			case d.element == "interface" && d.alias == nicAliasPrefix+v.iface.Name:
+				nics++
 			}
 		}
 		switch len(mine) {
@@ -238,6 +245,12 @@ func Swap(doc []byte, vmi *v1.VirtualMachineInstance, info downwardapi.NetworkIn
 			Boot:    hd.Boot,
 			Alias:   &libvirtxml.DomainAlias{Name: nicAliasPrefix + v.iface.Name},
 			Address: hd.Address,
+		}
+		if nics > 0 {
+			// virt-launcher defines the domain again with what it already holds, our sidecar wires the VF
+			// again, and the NIC made the first time is still there: the hostdev only goes.
+			edits = append(edits, edit{start: mine[0].start, end: mine[0].end})
+			continue
 		}
 		out, err := nic.Marshal()
 		if err != nil {

@@ -76,6 +76,25 @@ func TestSwap_OurHostdevsBecomeEmulatedNICsOnTheStandInTaps(t *testing.T) {
 	assert.True(t, strings.HasSuffix(string(out), userHostdev+"\n  </devices>\n</domain>\n"))
 }
 
+// virt-launcher defines the domain again from what it holds (the stand-in's NIC in it) and our sidecar wires the
+// VF again: the hostdev goes, and the NIC stays the one there is (libvirt refuses two devices of one alias).
+func TestSwap_AgainOnItsOwnOutputWithOurHostdevAdded_OneNICPerVF(t *testing.T) {
+	vmi, ni := samples(t)
+	first, err := Swap([]byte(domainWith(l2Hostdev, localnetHostdev)), vmi, ni, "sriov-udn")
+	require.NoError(t, err)
+	again := strings.Replace(string(first), "</devices>", l2Hostdev+localnetHostdev+"</devices>", 1)
+	second, err := Swap([]byte(again), vmi, ni, "sriov-udn")
+	require.NoError(t, err)
+	var dom libvirtxml.Domain
+	require.NoError(t, dom.Unmarshal(string(second)))
+	assert.Empty(t, dom.Devices.Hostdevs)
+	require.Len(t, dom.Devices.Interfaces, 3, "ua-default and one NIC per VF")
+	assert.Equal(t, 1, strings.Count(string(second), `"ua-vfstandin-sriov-l2"`))
+	wrong := strings.Replace(string(first), "</devices>", strings.Replace(l2Hostdev, `managed="no"`, `managed="yes"`, 1)+localnetHostdev+"</devices>", 1)
+	_, err = Swap([]byte(wrong), vmi, ni, "sriov-udn")
+	require.ErrorIs(t, err, ErrHostdev, "the hostdev is checked on every call")
+}
+
 func TestTapName_IsTheCNIStandInsNameUnderIFNAMSIZ(t *testing.T) {
 	// Computed apart from the code: echo -n pod81b1f0e9d06 | sha256sum | cut -c1-11
 	assert.Equal(t, "vfcfde6ed39ab", TapName("pod81b1f0e9d06"))
@@ -194,7 +213,7 @@ func FuzzSwap(f *testing.F) {
 			t.Fatalf("Swap accepted %q but its output does not parse: %v", doc, err)
 		}
 		for _, h := range left {
-			if strings.HasPrefix(h.alias, hostdevAliasPrefix+"sriov-") {
+			if h.element == "hostdev" && strings.HasPrefix(h.alias, hostdevAliasPrefix+"sriov-") {
 				t.Fatalf("Swap accepted %q but left hostdev %q in %q", doc, h.alias, out)
 			}
 		}
