@@ -534,3 +534,43 @@ func TestVMI_OurBindingRunsInTheRealLauncherPod(t *testing.T) {
 	assert.Contains(t, logs(standIn), `"msg":"OnDefineDomain ok"`, "the stand-in accepted our hostdev and swapped it")
 	t.Logf("our sidecar's log:\n%s", oursLog)
 }
+
+// A malformed network-status on a live launcher pod (the CNI stand-in truncates it when the pod carries
+// cluster.sriov-udn.test/network-status=malformed, a label KubeVirt copies from the VMI): the VM does not start,
+// and the VMI's events carry our message, naming the annotation.
+func TestVMI_MalformedNetworkStatus_VMFailsToStartWithOurMessage(t *testing.T) {
+	e := needNode(t)
+	ctx := context.Background()
+	bad := strings.NewReplacer("metadata: {name: vm-sriov, namespace: default}",
+		"metadata: {name: vm-bad, namespace: default, labels: {cluster.sriov-udn.test/network-status: malformed}}").Replace(vmiYAML)
+	require.NoError(t, e.node.waitFor(ctx, "the VMI accepted", 2*time.Minute, nil, func() error {
+		_, err := e.node.Kubectl(ctx, bad, "apply", "-f", "-")
+		return err
+	}))
+	t.Cleanup(func() { _, _ = e.node.Kubectl(ctx, "", "delete", "vmi", "vm-bad", "--wait=false") })
+	var message string
+	require.NoError(t, e.node.waitFor(ctx, "an event of vm-bad naming network-status", 4*time.Minute, nil, func() error {
+		phase, err := e.node.Kubectl(ctx, "", "get", "vmi", "vm-bad", "-o", "jsonpath={.status.phase}")
+		if err != nil {
+			return err
+		}
+		if string(phase) == "Running" {
+			return fmt.Errorf("vm-bad is Running") // fails the wait only by timing out; checked below too
+		}
+		events, err := e.client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=vm-bad"})
+		if err != nil {
+			return err
+		}
+		for _, ev := range events.Items {
+			if strings.Contains(ev.Message, "k8s.v1.cni.cncf.io/network-status") {
+				message = ev.Message
+				return nil
+			}
+		}
+		return fmt.Errorf("no such event yet (%d events)", len(events.Items))
+	}))
+	t.Logf("vm-bad's event: %s", message)
+	phase, err := e.node.Kubectl(ctx, "", "get", "vmi", "vm-bad", "-o", "jsonpath={.status.phase}")
+	require.NoError(t, err)
+	assert.NotEqual(t, "Running", string(phase))
+}
