@@ -574,3 +574,52 @@ func TestVMI_MalformedNetworkStatus_VMFailsToStartWithOurMessage(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotEqual(t, "Running", string(phase))
 }
+
+// The same VM with and without the binding, one after the other: created to Running, the cost of the binding
+// as a ratio (issue 38's figure). Without the binding the VM has the pod NIC only.
+func TestVMI_StartTimeWithAndWithoutTheBinding(t *testing.T) {
+	e := needNode(t)
+	ctx := context.Background()
+	plain := `apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstance
+metadata: {name: vm-plain, namespace: default}
+spec:
+  domain:
+    resources: {requests: {memory: 128Mi}}
+    devices:
+      interfaces:
+      - {name: default, masquerade: {}, macAddress: "02:00:00:00:00:0a"}
+      disks:
+      - {name: cloudinit, disk: {bus: virtio}}
+  networks:
+  - {name: default, pod: {}}
+  volumes:
+  - {name: cloudinit, cloudInitNoCloud: {userData: "#cloud-config\n"}}
+`
+	bound := strings.Replace(vmiYAML, "metadata: {name: vm-sriov, namespace: default}", "metadata: {name: vm-timed, namespace: default}", 1)
+	start := func(name, doc string) time.Duration {
+		t0 := time.Now()
+		require.NoError(t, e.node.waitFor(ctx, name+" accepted", 2*time.Minute, nil, func() error {
+			_, err := e.node.Kubectl(ctx, doc, "apply", "-f", "-")
+			return err
+		}))
+		require.NoError(t, e.node.waitFor(ctx, name+" Running", 5*time.Minute, nil, func() error {
+			out, err := e.node.Kubectl(ctx, "", "get", "vmi", name, "-o", "jsonpath={.status.phase}")
+			if err != nil {
+				return err
+			}
+			if string(out) != "Running" {
+				return fmt.Errorf("phase %q", out)
+			}
+			return nil
+		}))
+		took := time.Since(t0)
+		_, err := e.node.Kubectl(ctx, "", "delete", "vmi", name, "--wait=true", "--timeout=2m")
+		require.NoError(t, err)
+		return took
+	}
+	without := start("vm-plain", plain)
+	with := start("vm-timed", bound)
+	t.Logf("VMI created -> Running: without the binding %s, with it (and the VF stand-in) %s: %.2fx",
+		without.Round(100*time.Millisecond), with.Round(100*time.Millisecond), with.Seconds()/without.Seconds())
+}
