@@ -29,7 +29,9 @@ func NodeRootSpec() debroot.Spec {
 }
 
 // kubernetesBinaries are the `tool` lines of test/cluster/kubernetes.
-var kubernetesBinaries = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubelet", "kubectl"}
+func kubernetesBinaries() []string {
+	return []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubelet", "kubectl"}
+}
 
 // kubernetesVersion is what the binaries report (component-base's version variables), k8s.io/kubernetes' own.
 const kubernetesVersion = "v1.34.2"
@@ -63,7 +65,7 @@ func BuildKubernetes(ctx context.Context, moduleDir string, logf func(string, ..
 	}
 	ldflags := "-s -w -X k8s.io/component-base/version.gitVersion=" + kubernetesVersion +
 		" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=34"
-	for _, b := range kubernetesBinaries {
+	for _, b := range kubernetesBinaries() {
 		start := time.Now()
 		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", ldflags, "-o", filepath.Join(dir, b), "k8s.io/kubernetes/cmd/"+b)
 		cmd.Dir = moduleDir
@@ -77,4 +79,70 @@ func BuildKubernetes(ctx context.Context, moduleDir string, logf func(string, ..
 		return "", fmt.Errorf("mark %s complete: %w", dir, err)
 	}
 	return dir, nil
+}
+
+// Inputs are what a node with KubeVirt and the binding starts from, all built or cached by Prepare.
+type Inputs struct {
+	Paths    Paths
+	Operator string // KubeVirt's operator manifest for the cluster's images
+}
+
+// Prepare builds (or finds cached) everything the cluster runs: the Kubernetes and KubeVirt binaries, the two
+// trixie roots, the test-only programs (pause, the CNI and VF stand-ins), one docker archive of the node's and
+// KubeVirt's images, our image by `make image-local`, and KubeVirt's operator manifest; archives and manifest go
+// into dir. phase is told each step done.
+func Prepare(ctx context.Context, repoRoot, dir string, phase func(string)) (Inputs, error) {
+	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+	var in Inputs
+	var err error
+	if in.Paths.Kubernetes, err = BuildKubernetes(ctx, filepath.Join(repoRoot, "test", "cluster", "kubernetes"), logf); err != nil {
+		return in, err
+	}
+	phase("Kubernetes binaries")
+	if in.Paths.Root, _, err = debroot.Ensure(ctx, filepath.Join(CacheDir(), "roots"), NodeRootSpec(), logf); err != nil {
+		return in, fmt.Errorf("node root: %w", err)
+	}
+	phase("node root (etcd, containerd)")
+	programs := map[string][]byte{}
+	for _, pkg := range []string{"./cmd/cluster-pause", "./cmd/cluster-cni", "./cmd/cluster-vfstandin"} {
+		if programs[pkg], err = StaticBinary(filepath.Join(repoRoot, "test"), pkg); err != nil {
+			return in, err
+		}
+	}
+	in.Paths.CNIPlugin = programs["./cmd/cluster-cni"]
+	kubevirt, err := BuildKubeVirt(ctx, repoRoot, logf)
+	if err != nil {
+		return in, err
+	}
+	phase("KubeVirt binaries")
+	kubevirtRoot, _, err := debroot.Ensure(ctx, filepath.Join(CacheDir(), "roots"), KubeVirtRootSpec(), logf)
+	if err != nil {
+		return in, fmt.Errorf("KubeVirt root: %w", err)
+	}
+	phase("KubeVirt root (libvirt, qemu)")
+	kvImages, err := KubeVirtImages(kubevirtRoot, kubevirt)
+	if err != nil {
+		return in, err
+	}
+	archive := filepath.Join(dir, "images.tar")
+	all := append([]Image{
+		{Tag: PauseImage, Layers: []*Layer{{Files: map[string]ImageFile{"pause": {Mode: 0o755, Data: programs["./cmd/cluster-pause"]}}}},
+			Entrypoint: []string{"/pause"}},
+		{Tag: VFStandInImage, Layers: []*Layer{{Files: map[string]ImageFile{"vf-standin": {Mode: 0o755, Data: programs["./cmd/cluster-vfstandin"]}}}},
+			Entrypoint: []string{"/vf-standin"}, User: "107:107"},
+	}, kvImages...)
+	if err := WriteArchive(archive, all...); err != nil {
+		return in, err
+	}
+	in.Operator = filepath.Join(dir, "kubevirt-operator.yaml")
+	if err := KubeVirtOperatorManifest(ctx, kubevirt, in.Operator); err != nil {
+		return in, err
+	}
+	sidecar, err := SidecarArchive(ctx, repoRoot, dir)
+	if err != nil {
+		return in, err
+	}
+	in.Paths.Images = []string{archive, sidecar}
+	phase("images and KubeVirt's manifest")
+	return in, nil
 }

@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
-	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/debroot"
 	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/harness"
 )
 
@@ -69,78 +68,19 @@ func runWithNode(m *testing.M) int {
 		logf("cluster: %v", err)
 		return 1
 	}
-	k8s, err := BuildKubernetes(ctx, filepath.Join(harness.RepoRoot(), "test", "cluster", "kubernetes"), logf)
-	if err != nil {
-		logf("cluster (build): %v", err)
-		return 1
-	}
-	phase("Kubernetes binaries")
-	root, _, err := debroot.Ensure(ctx, filepath.Join(CacheDir(), "roots"), NodeRootSpec(), logf)
-	if err != nil {
-		logf("cluster (build): node root: %v", err)
-		return 1
-	}
-	phase("node root (etcd, containerd)")
-	pause, err := StaticBinary(filepath.Join(harness.RepoRoot(), "test"), "./cmd/cluster-pause")
-	if err != nil {
-		logf("cluster (build): %v", err)
-		return 1
-	}
-	cni, err := StaticBinary(filepath.Join(harness.RepoRoot(), "test"), "./cmd/cluster-cni")
-	if err != nil {
-		logf("cluster (build): %v", err)
-		return 1
-	}
-	vfStandIn, err := StaticBinary(filepath.Join(harness.RepoRoot(), "test"), "./cmd/cluster-vfstandin")
-	if err != nil {
-		logf("cluster (build): %v", err)
-		return 1
-	}
 	images, err := os.MkdirTemp("", "sriov-udn-cluster-images-")
 	if err != nil {
 		logf("cluster (build): %v", err)
 		return 1
 	}
 	defer os.RemoveAll(images)
-	kubevirt, err := BuildKubeVirt(ctx, harness.RepoRoot(), logf)
+	in, err := Prepare(ctx, harness.RepoRoot(), images, phase)
 	if err != nil {
 		logf("cluster (build): %v", err)
 		return 1
 	}
-	phase("KubeVirt binaries")
-	kubevirtRoot, _, err := debroot.Ensure(ctx, filepath.Join(CacheDir(), "roots"), KubeVirtRootSpec(), logf)
-	if err != nil {
-		logf("cluster (build): KubeVirt root: %v", err)
-		return 1
-	}
-	phase("KubeVirt root (libvirt, qemu)")
-	kvImages, err := KubeVirtImages(kubevirtRoot, kubevirt)
-	if err != nil {
-		logf("cluster (build): %v", err)
-		return 1
-	}
-	archive := filepath.Join(images, "images.tar")
-	all := append([]Image{
-		{Tag: PauseImage, Layers: []*Layer{{Files: map[string]ImageFile{"pause": {Mode: 0o755, Data: pause}}}}, Entrypoint: []string{"/pause"}},
-		{Tag: VFStandInImage, Layers: []*Layer{{Files: map[string]ImageFile{"vf-standin": {Mode: 0o755, Data: vfStandIn}}}}, Entrypoint: []string{"/vf-standin"}, User: "107:107"},
-	}, kvImages...)
-	if err := WriteArchive(archive, all...); err != nil {
-		logf("cluster (build): %v", err)
-		return 1
-	}
-	operator := filepath.Join(images, "kubevirt-operator.yaml")
-	if err := KubeVirtOperatorManifest(ctx, kubevirt, operator); err != nil {
-		logf("cluster (build): %v", err)
-		return 1
-	}
-	sidecar, err := SidecarArchive(ctx, harness.RepoRoot(), images)
-	if err != nil {
-		logf("cluster (build): %v", err)
-		return 1
-	}
-	phase("images and KubeVirt's manifest")
 
-	node, err := Start(ctx, Paths{Kubernetes: k8s, Root: root, Images: []string{archive, sidecar}, CNIPlugin: cni}, logf)
+	node, err := Start(ctx, in.Paths, logf)
 	code := 1
 	defer func() {
 		if code != 0 && node != nil {
@@ -150,24 +90,26 @@ func runWithNode(m *testing.M) int {
 	if err == nil {
 		phase("node up (etcd, containerd, control plane)")
 		var e *env
-		if e, err = connect(ctx, node); err == nil {
-			phase("node Ready")
-			if err = applyNADCRD(ctx, node); err == nil {
-				err = deployKubeVirt(ctx, node, operator)
+		// Each step's phase is logged once it is done; the first error ends the sequence.
+		for _, step := range []struct {
+			done string
+			run  func() error
+		}{
+			{"node Ready", func() (err error) { e, err = connect(ctx, node); return err }},
+			{"NetworkAttachmentDefinition CRD", func() error { return applyNADCRD(ctx, node) }},
+			{"KubeVirt Deployed", func() error { return deployKubeVirt(ctx, node, in.Operator) }},
+			{"binding registered", func() error { return node.RegisterBinding(ctx, harness.RepoRoot()) }},
+			{"KubeVirt CR kept", func() error { return keptCR(ctx, node) }},
+		} {
+			if err = step.run(); err != nil {
+				break
 			}
-			if err == nil {
-				phase("KubeVirt Deployed")
-				err = node.RegisterBinding(ctx, harness.RepoRoot())
-			}
-			if err == nil {
-				err = keptCR(ctx, node)
-			}
-			if err == nil {
-				phase("binding registered")
-				theEnv = e
-				code = m.Run()
-				phase("tests")
-			}
+			phase(step.done)
+		}
+		if err == nil {
+			theEnv = e
+			code = m.Run()
+			phase("tests")
 		}
 	}
 	if err != nil {

@@ -197,8 +197,7 @@ func FuzzSwap(f *testing.F) {
 	f.Add([]byte(domainWith(l2Hostdev, l2Hostdev)))
 	f.Add([]byte("<domain><devices><hostdev><alias name=\"ua-sriov-sriov-l2\"/></hostdev></devices></domain>"))
 	f.Add([]byte("<domain><devices><devices><hostdev/></devices></devices></domain>"))
-	_, vmi := harness.LoadSamples(f)
-	pod, _ := harness.LoadSamples(f)
+	pod, vmi := harness.LoadSamples(f)
 	var ni downwardapi.NetworkInfo
 	if err := json.Unmarshal([]byte(pod.Metadata.Annotations[downwardapi.NetworkInfoAnnot]), &ni); err != nil {
 		f.Fatal(err)
