@@ -115,22 +115,36 @@ func Prepare(ctx context.Context, repoRoot, dir string, phase func(string)) (Inp
 		return in, err
 	}
 	phase("KubeVirt binaries")
+	patchedHandler, err := BuildPatchedVirtHandler(ctx, repoRoot, kubevirt, logf)
+	if err != nil {
+		return in, err
+	}
+	phase("virt-handler with patches/kubevirt")
 	kubevirtRoot, _, err := debroot.Ensure(ctx, filepath.Join(CacheDir(), "roots"), KubeVirtRootSpec(), logf)
 	if err != nil {
 		return in, fmt.Errorf("KubeVirt root: %w", err)
 	}
 	phase("KubeVirt root (libvirt, qemu)")
-	kvImages, err := KubeVirtImages(kubevirtRoot, kubevirt)
+	containerDisk := filepath.Join(dir, "container-disk")
+	if err := BuildContainerDisk(ctx, kubevirt, containerDisk); err != nil {
+		return in, err
+	}
+	kvImages, err := KubeVirtImages(kubevirtRoot, kubevirt, patchedHandler, containerDisk)
 	if err != nil {
 		return in, err
 	}
+	guestImages, err := GuestImages(ctx, kubevirtRoot, logf)
+	if err != nil {
+		return in, err
+	}
+	phase("guest image (test/guest ClusterImageSpec) as containerDisk and kernel boot images")
 	archive := filepath.Join(dir, "images.tar")
 	all := append([]Image{
 		{Tag: PauseImage, Layers: []*Layer{{Files: map[string]ImageFile{"pause": {Mode: 0o755, Data: programs["./cmd/cluster-pause"]}}}},
 			Entrypoint: []string{"/pause"}},
 		{Tag: VFStandInImage, Layers: []*Layer{{Files: map[string]ImageFile{"vf-standin": {Mode: 0o755, Data: programs["./cmd/cluster-vfstandin"]}}}},
 			Entrypoint: []string{"/vf-standin"}, User: "107:107"},
-	}, kvImages...)
+	}, append(kvImages, guestImages...)...)
 	if err := WriteArchive(archive, all...); err != nil {
 		return in, err
 	}

@@ -146,8 +146,12 @@ exec /usr/sbin/libvirtd "$@"
 // KubeVirtImages are KubeVirt's images, all of one layer: the trixie root, KubeVirt's binaries, its libvirt and
 // qemu configuration (cmd/virt-launcher), the virtqemud shim, users qemu (107) and kubevirt (1001), and
 // virt-launcher-monitor with cap_net_bind_service (its ambient capability; without it virt-launcher cannot be
-// started). virt-operator, virt-api and virt-controller run as 1001, as KubeVirt's own images do.
-func KubeVirtImages(root, kubevirt string) ([]Image, error) {
+// started). virt-operator, virt-api and virt-controller run as 1001, as KubeVirt's own images do. virt-handler
+// comes twice more, under VirtHandlerStockImage and VirtHandlerPatchedImage (the latter with a layer holding
+// patchedHandler, BuildPatchedVirtHandler's binary): Node.UseVirtHandler puts either under the name the
+// operator's DaemonSet runs. containerDisk is BuildContainerDisk's binary, at /usr/bin/container-disk as in
+// KubeVirt's virt-launcher image.
+func KubeVirtImages(root, kubevirt, patchedHandler, containerDisk string) ([]Image, error) {
 	files := map[string]ImageFile{}
 	for _, b := range []string{"virt-operator", "virt-api", "virt-controller", "virt-handler", "virt-launcher", "virt-launcher-monitor",
 		"virt-chroot", "virt-probe", "virt-tail", "virt-freezer"} {
@@ -173,6 +177,11 @@ func KubeVirtImages(root, kubevirt string) ([]Image, error) {
 		files[to] = ImageFile{Mode: 0o755, Data: data} // module zips drop modes; node-labeller.sh must run
 	}
 	files["usr/sbin/virtqemud"] = ImageFile{Mode: 0o755, Data: []byte(virtqemudShim)}
+	cd, err := os.ReadFile(containerDisk)
+	if err != nil {
+		return nil, fmt.Errorf("KubeVirt image: %w", err)
+	}
+	files["usr/bin/container-disk"] = ImageFile{Mode: 0o755, Data: cd}
 	for name, line := range map[string]string{"etc/passwd": "qemu:x:107:107:qemu:/home/qemu:/bin/bash\nkubevirt:x:1001:1001::/home/kubevirt:/bin/false\n",
 		"etc/group": "qemu:x:107:\nkubevirt:x:1001:\n"} {
 		data, err := os.ReadFile(filepath.Join(root, name))
@@ -190,7 +199,48 @@ func KubeVirtImages(root, kubevirt string) ([]Image, error) {
 		}
 		images = append(images, img)
 	}
+	patched, err := os.ReadFile(patchedHandler)
+	if err != nil {
+		return nil, fmt.Errorf("KubeVirt image: %w", err)
+	}
+	images = append(images,
+		Image{Tag: VirtHandlerStockImage, Layers: []*Layer{layer}},
+		Image{Tag: VirtHandlerPatchedImage, Layers: []*Layer{layer, {Files: map[string]ImageFile{"usr/bin/virt-handler": {Mode: 0o755, Data: patched}}}}})
 	return images, nil
+}
+
+// virtHandlerImage is the image the operator's virt-handler DaemonSet runs; VirtHandlerStockImage and
+// VirtHandlerPatchedImage are the two virt-handlers Node.UseVirtHandler tags under that name.
+const (
+	virtHandlerImage        = "localhost/kubevirt/virt-handler:" + kubevirtImageTag
+	VirtHandlerStockImage   = virtHandlerImage + "-stock"
+	VirtHandlerPatchedImage = virtHandlerImage + "-patched"
+)
+
+// UseVirtHandler makes the node's virt-handler the given image (VirtHandlerStockImage or
+// VirtHandlerPatchedImage): it tags it in containerd under the name the operator's DaemonSet runs (pull policy
+// IfNotPresent, so kubelet takes the local image), deletes the running virt-handler pod and waits until its
+// DaemonSet's new pod is ready. The operator sees its own DaemonSet unchanged and leaves it.
+func (n *Node) UseVirtHandler(ctx context.Context, image string) error {
+	tag := exec.CommandContext(ctx, filepath.Join(n.root, "usr", "bin", "ctr"), "-a", n.containerdSocket(), "-n", "k8s.io",
+		"images", "tag", "--force", image, virtHandlerImage)
+	if out, err := tag.CombinedOutput(); err != nil {
+		return fmt.Errorf("ctr images tag %s %s: %w\n%s", image, virtHandlerImage, err, out)
+	}
+	if _, err := n.Kubectl(ctx, "", "-n", "kubevirt", "delete", "pod", "-l", "kubevirt.io=virt-handler", "--wait=true", "--timeout=2m"); err != nil {
+		return fmt.Errorf("virt-handler %s: %w", image, err)
+	}
+	return n.waitFor(ctx, "virt-handler ready on "+image, 4*time.Minute, nil, func() error {
+		out, err := n.Kubectl(ctx, "", "-n", "kubevirt", "get", "pod", "-l", "kubevirt.io=virt-handler", "-o",
+			`jsonpath={range .items[*]}{.metadata.deletionTimestamp}/{.status.containerStatuses[?(@.name=="virt-handler")].ready}/{.status.containerStatuses[?(@.name=="virt-handler")].imageID}{"\n"}{end}`)
+		if err != nil {
+			return err
+		}
+		if lines := strings.Fields(string(out)); len(lines) != 1 || !strings.HasPrefix(lines[0], "/true/") {
+			return fmt.Errorf("virt-handler pods (deleted/ready/image): %q", out)
+		}
+		return nil
+	})
 }
 
 // KubeVirtOperatorManifest writes KubeVirt's operator manifest for the cluster's images (tag kubevirtImageTag,
@@ -280,4 +330,67 @@ func (n *Node) Kubectl(ctx context.Context, stdin string, args ...string) ([]byt
 		return out, fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
 	return out, nil
+}
+
+// BuildPatchedVirtHandler builds virt-handler from KubeVirt's tree of the entry BuildKubeVirt made, with the
+// patch series of patches/kubevirt/<KubeVirtVersion> applied (git apply, in a copy of the tree), into a cache
+// entry of its own, keyed by the KubeVirt entry and the patches: changing a patch rebuilds only virt-handler.
+// It returns the binary's path.
+func BuildPatchedVirtHandler(ctx context.Context, repoRoot, kubevirt string, logf func(string, ...any)) (string, error) {
+	patches, err := filepath.Glob(filepath.Join(repoRoot, "patches", "kubevirt", KubeVirtVersion, "*.patch"))
+	if err != nil || len(patches) == 0 {
+		return "", fmt.Errorf("patched virt-handler: no patches under patches/kubevirt/%s (%v)", KubeVirtVersion, err)
+	}
+	h := sha256.New()
+	h.Write([]byte(filepath.Base(kubevirt)))
+	for _, p := range patches {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return "", fmt.Errorf("patched virt-handler: %w", err)
+		}
+		h.Write(b)
+	}
+	entry := filepath.Join(CacheDir(), "virt-handler-patched-"+KubeVirtVersion+"-"+hex.EncodeToString(h.Sum(nil))[:12])
+	bin := filepath.Join(entry, "virt-handler")
+	unlock, err := debroot.Lock(entry + ".lock")
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if _, err := os.Stat(filepath.Join(entry, ".complete")); err == nil {
+		return bin, nil
+	}
+	if err := os.RemoveAll(entry); err != nil {
+		return "", fmt.Errorf("remove incomplete %s: %w", entry, err)
+	}
+	if err := os.MkdirAll(entry, 0o755); err != nil {
+		return "", fmt.Errorf("create %s: %w", entry, err)
+	}
+	start := time.Now()
+	tree := filepath.Join(entry, "src")
+	if msg, err := exec.CommandContext(ctx, "cp", "-r", filepath.Join(kubevirt, "src"), tree).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("patched virt-handler: copy KubeVirt's tree: %w\n%s", err, msg)
+	}
+	for _, p := range patches {
+		apply := exec.CommandContext(ctx, "git", "apply", p)
+		apply.Dir = tree
+		if msg, err := apply.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("patched virt-handler: git apply %s: %w\n%s", filepath.Base(p), err, msg)
+		}
+	}
+	b := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "./cmd/virt-handler")
+	b.Dir = tree
+	b.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod -buildvcs=false", "CGO_ENABLED=1")
+	if msg, err := b.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/virt-handler of KubeVirt %s with patches/kubevirt/%s: %w\n%s", KubeVirtVersion, KubeVirtVersion, err, msg)
+	}
+	// The tree is only needed for the build.
+	if err := os.RemoveAll(tree); err != nil {
+		return "", fmt.Errorf("patched virt-handler: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(entry, ".complete"), nil, 0o644); err != nil {
+		return "", fmt.Errorf("mark %s complete: %w", entry, err)
+	}
+	logf("cluster: built KubeVirt's virt-handler with the %d patches of patches/kubevirt/%s in %s", len(patches), KubeVirtVersion, time.Since(start).Round(time.Second))
+	return bin, nil
 }

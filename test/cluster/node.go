@@ -295,9 +295,14 @@ func (n *Node) startInit(ctx context.Context) error {
 // waitFor polls ready every 100 ms until it returns nil, the timeout passes or exited reports the node's init
 // gone; the error names what it waited for and the last reason.
 func (n *Node) waitFor(ctx context.Context, what string, timeout time.Duration, exited <-chan error, ready func() error) error {
+	return n.pollFor(ctx, what, timeout, 100*time.Millisecond, exited, ready)
+}
+
+// pollFor is waitFor polling every interval: for waits of minutes whose every poll runs kubectl.
+func (n *Node) pollFor(ctx context.Context, what string, timeout, interval time.Duration, exited <-chan error, ready func() error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	tick := time.NewTicker(100 * time.Millisecond)
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	var last error
 	for {
@@ -561,4 +566,51 @@ func removeCgroupRoot() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ContainerMemory is a container's memory as its cgroup (v1 memory controller) counts it.
+type ContainerMemory struct {
+	Usage, MaxUsage, Limit int64 // memory.usage_in_bytes, max_usage_in_bytes, limit_in_bytes
+	RSS, Cache             int64 // memory.stat total_rss (anonymous), total_cache (page cache)
+}
+
+// ContainerMemory reads the memory cgroup of the container with the runtime's ID id (the containerID of a pod's
+// container status without its "containerd://") under kubelet's cgroupRoot.
+func (n *Node) ContainerMemory(id string) (ContainerMemory, error) {
+	var m ContainerMemory
+	var dir string
+	base := filepath.Join("/sys/fs/cgroup/memory", cgroupRoot)
+	_ = filepath.WalkDir(base, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && d.Name() == id {
+			dir = p
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	if dir == "" {
+		return m, fmt.Errorf("no memory cgroup of container %s under %s", id, base)
+	}
+	for f, v := range map[string]*int64{"memory.usage_in_bytes": &m.Usage, "memory.max_usage_in_bytes": &m.MaxUsage, "memory.limit_in_bytes": &m.Limit} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			return m, fmt.Errorf("container %s: %w", id, err)
+		}
+		if *v, err = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err != nil {
+			return m, fmt.Errorf("container %s: %s: %w", id, f, err)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "memory.stat"))
+	if err != nil {
+		return m, fmt.Errorf("container %s: %w", id, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(line, " ")
+		switch k {
+		case "total_rss":
+			m.RSS, _ = strconv.ParseInt(v, 10, 64)
+		case "total_cache":
+			m.Cache, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return m, nil
 }

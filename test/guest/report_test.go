@@ -227,3 +227,13 @@ func TestParseReport_NetworkManagerGuest_ReadsVersionNMCLIAndKeyfiles(t *testing
 	assert.Nil(t, plain.NM, "no nmcli section: a guest without NetworkManager")
 	assert.Empty(t, plain.CloudInitVersion)
 }
+
+func TestClusterReportScript_WritesTheReportToTheConsoleAndStaysUp(t *testing.T) {
+	s := clusterReportScript()
+	assert.NotEqual(t, reportScript, s, "the default report's ending was found and replaced")
+	assert.NotContains(t, s, "poweroff")
+	assert.NotContains(t, s, "ttyS1")
+	assert.Contains(t, s, "cat /run/guest-report.txt >/dev/ttyS0\n")
+	assert.Contains(t, ClusterImageSpec().Packages, "qemu-guest-agent")
+	assert.NotEqual(t, DefaultImageSpec().Key(), ClusterImageSpec().Key())
+}

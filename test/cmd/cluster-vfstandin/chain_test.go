@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -73,7 +76,7 @@ func TestHookManager_OursThenTheStandIn_HostdevsBecomeEmulatedNICs(t *testing.T)
 	harness.Start(t, sidecarBin, "--socket-dir", oursDir, "--device-info-file", deviceInfoFile, "--pod-info-dir", podInfoDir,
 		"--iface-cache-dir", filepath.Join(oursDir, "ifacecache"), "--wait-timeout", "5s")
 	standInDir := harness.SidecarDir(t, "vfstandin-1")
-	harness.Start(t, standIn, "--socket-dir", standInDir, "--device-info-file", deviceInfoFile)
+	harness.Start(t, standIn, "--socket-dir", standInDir, "--device-info-file", deviceInfoFile, "--after-socket=")
 
 	mgr := hooks.GetManager()
 	require.NoError(t, mgr.Collect(2, 10*time.Second))
@@ -112,7 +115,7 @@ func TestHookManager_StandInAlone_RefusesNamingTheAbsentHostdev(t *testing.T) {
 	_, vmi := harness.LoadSamples(t)
 	_, deviceInfoFile := podVolumes(t)
 	dir := harness.SidecarDir(t, "vfstandin-alone")
-	p := harness.Start(t, standIn, "--socket-dir", dir, "--device-info-file", deviceInfoFile)
+	p := harness.Start(t, standIn, "--socket-dir", dir, "--device-info-file", deviceInfoFile, "--after-socket=")
 
 	mgr := hooks.GetManager()
 	require.NoError(t, mgr.Collect(1, 10*time.Second))
@@ -122,4 +125,78 @@ func TestHookManager_StandInAlone_RefusesNamingTheAbsentHostdev(t *testing.T) {
 	line, err := p.WaitLog(func(m map[string]any) bool { return m["msg"] == "OnDefineDomain refused" }, 5*time.Second)
 	require.NoError(t, err)
 	assert.True(t, strings.Contains(line["error"].(string), "absent from the domain"), "%v", line)
+}
+
+// The stand-in started first and the Manager collecting while our sidecar is not yet up (as in a pod whose
+// containers start in any order; ours is hook-sidecar-0, the directory read first): the stand-in listens only
+// once ours has, so the Manager still calls ours first and the swap succeeds. Without the wait the Manager finds
+// the stand-in alone in its first pass and calls it first, on every define.
+func TestHookManager_StandInStartedFirst_ListensAfterOurs_OrderHolds(t *testing.T) {
+	harness.RequireRoot(t)
+	harness.LockHooksRoot(t)
+	standIn := buildStandIn(t)
+	_, vmi := harness.LoadSamples(t)
+	podInfoDir, deviceInfoFile := podVolumes(t)
+	// A socket name of this test's own: other packages' tests listen on the default one in this network namespace.
+	ours := fmt.Sprintf("ours-%d.sock", os.Getpid())
+	standInDir := harness.SidecarDir(t, "vfstandin-1")
+	sp := exec.Command(standIn, "--socket-dir", standInDir, "--device-info-file", deviceInfoFile, "--after-socket", ours)
+	standInLog := &lockedBuffer{}
+	sp.Stderr = standInLog
+	require.NoError(t, sp.Start())
+	t.Cleanup(func() { _ = sp.Process.Kill(); _ = sp.Wait() })
+	// The Manager's first pass runs once the stand-in is up (waiting, or listening without the wait) and before
+	// ours is: without the wait it would find the stand-in alone.
+	require.NoError(t, waitContains(standInLog, []string{`"msg":"waiting for the binding's sidecar to listen"`, `"msg":"started"`}, 20*time.Second))
+
+	mgr := hooks.GetManager()
+	collected := make(chan error, 1)
+	go func() { collected <- mgr.Collect(2, 30*time.Second) }()
+	oursDir := harness.SidecarDir(t, "vfstandin-0")
+	harness.Start(t, sidecarBin, "--socket-dir", oursDir, "--socket-name", ours, "--device-info-file", deviceInfoFile,
+		"--pod-info-dir", podInfoDir, "--iface-cache-dir", filepath.Join(oursDir, "ifacecache"), "--wait-timeout", "5s")
+	require.NoError(t, <-collected, "stand-in's log:\n%s", standInLog)
+	out, err := mgr.OnDefineDomain(launcherDomain(), vmi)
+	require.NoError(t, err, "the Manager called the stand-in before ours; stand-in's log:\n%s", standInLog)
+	var dom libvirtxml.Domain
+	require.NoError(t, dom.Unmarshal(out))
+	assert.Empty(t, dom.Devices.Hostdevs, "the stand-in replaced every hostdev ours wrote")
+	assert.Contains(t, standInLog.String(), "the binding's sidecar listens")
+}
+
+// lockedBuffer is a bytes.Buffer that a process's output goroutine writes while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// waitContains polls b until it holds one of subs, or timeout.
+func waitContains(b *lockedBuffer, subs []string, timeout time.Duration) error {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(timeout)
+	for {
+		for _, s := range subs {
+			if strings.Contains(b.String(), s) {
+				return nil
+			}
+		}
+		select {
+		case <-deadline:
+			return fmt.Errorf("none of %q within %s in:\n%s", subs, timeout, b)
+		case <-tick.C:
+		}
+	}
 }

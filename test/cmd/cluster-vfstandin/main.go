@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"google.golang.org/grpc"
 	v1 "kubevirt.io/api/core/v1"
@@ -32,6 +33,9 @@ type config struct {
 	socketDir, socketName string
 	deviceInfoFile        string
 	binding               string
+	after                 string        // the socket name it listens after (awaitListener)
+	afterTimeout          time.Duration // how long it waits for it
+	afterMargin           time.Duration // how long that socket must have listened before this one does
 }
 
 func main() {
@@ -50,10 +54,31 @@ func run(args []string, stderr io.Writer) error {
 	fs.StringVar(&cfg.deviceInfoFile, "device-info-file", downwardapi.MountPath+"/"+downwardapi.NetworkInfoVolumePath,
 		"device-info DownwardAPI file (kubevirt.io/network-info) of the binding")
 	fs.StringVar(&cfg.binding, "binding", "sriov-udn", "the binding plugin whose hostdevs it checks and replaces")
+	fs.StringVar(&cfg.after, "after-socket", "sriov-udn-binding.sock",
+		"listen only once a unix socket of this name listens in the pod's network namespace, so that KubeVirt's hook Manager calls it after that sidecar (empty: at once)")
+	fs.DurationVar(&cfg.afterTimeout, "after-timeout", 60*time.Second, "how long to wait for --after-socket")
+	fs.DurationVar(&cfg.afterMargin, "after-margin", 2*time.Second,
+		"how long --after-socket must have listened before this stand-in listens: several of the hook Manager's 300 ms passes")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if cfg.after != "" {
+		start := time.Now()
+		logger.Info("waiting for the binding's sidecar to listen", "socket", cfg.after, "timeout", cfg.afterTimeout.String())
+		if err := awaitListener(ctx, procNetUnix, cfg.after, cfg.afterTimeout, 20*time.Millisecond); err != nil {
+			logger.Warn("listening anyway: KubeVirt may call this stand-in first", "error", err.Error())
+		} else {
+			logger.Info("the binding's sidecar listens", "socket", cfg.after, "waited", time.Since(start).String(), "margin", cfg.afterMargin.String())
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(cfg.afterMargin):
+			}
+		}
+	}
 	path := filepath.Join(cfg.socketDir, cfg.socketName)
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove stale socket %s: %w", path, err)
@@ -67,8 +92,6 @@ func run(args []string, stderr io.Writer) error {
 	hooksInfo.RegisterInfoServer(srv, info{})
 	hooksV1alpha3.RegisterCallbacksServer(srv, v1alpha3{cb})
 	hooksV1alpha2.RegisterCallbacksServer(srv, v1alpha2{cb})
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
 	go func() {
 		<-ctx.Done()
 		srv.Stop()

@@ -27,8 +27,12 @@ const (
 	// hostdevAliasPrefix is the alias our sidecar gives a VF's hostdev ("ua-" user alias + KubeVirt's
 	// SR-IOV prefix "sriov-", pkg/network/deviceinfo/sriov.go SRIOVAliasPrefix), then the interface name.
 	hostdevAliasPrefix = "ua-sriov-"
-	// nicAliasPrefix is the alias of the emulated NIC that replaces it.
-	nicAliasPrefix = "ua-vfstandin-"
+	// nicAliasPrefix is the alias of the emulated NIC that replaces it: the user alias KubeVirt gives every
+	// domain interface of a VMI interface ("ua-" + its name), so that virt-handler's NetStat reports the NIC
+	// under the interface's name, with its MAC and InfoSource domain, as it reports the VF's hostdev
+	// (pkg/network/setup/netstat.go ifacesStatusFromDomainInterfaces, sriovIfacesStatusFromDomainHostDevices);
+	// a binding plugin's cache entry is read only for an interface the domain gave a status entry.
+	nicAliasPrefix = "ua-"
 	// tapPrefix and tapHashLen name the TAP the CNI stand-in makes for a network: "vf" + the first 11
 	// hex characters of sha256(the pod interface name), 13 characters, under IFNAMSIZ.
 	tapPrefix  = "vf"
@@ -221,12 +225,16 @@ func Swap(doc []byte, vmi *v1.VirtualMachineInstance, info downwardapi.NetworkIn
 				nics++
 			}
 		}
-		switch len(mine) {
-		case 0:
+		switch {
+		case len(mine) == 0 && nics == 1:
+			// A define of the domain as virt-launcher read it back (the NIC from the first define in it): our
+			// sidecar leaves an interface that has an <interface> aliased ua-<name> alone (KubeVirt wired it,
+			// pkg/domain WiredByKubeVirt), and there is nothing to swap.
+			continue
+		case len(mine) == 0:
 			return nil, fmt.Errorf("%w %q for interface %q: absent from the domain: sriov-udn-binding did not wire it, or ran after "+
 				"this stand-in (KubeVirt's hook Manager calls sidecars in the order their sockets answer Info)", ErrHostdev, v.alias(), v.iface.Name)
-		case 1:
-		default:
+		case len(mine) > 1:
 			return nil, fmt.Errorf("%w %q for interface %q: %d of them in the domain, want one", ErrHostdev, v.alias(), v.iface.Name, len(mine))
 		}
 		raw := doc[mine[0].start:mine[0].end]

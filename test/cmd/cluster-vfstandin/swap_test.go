@@ -89,10 +89,21 @@ func TestSwap_AgainOnItsOwnOutputWithOurHostdevAdded_OneNICPerVF(t *testing.T) {
 	require.NoError(t, dom.Unmarshal(string(second)))
 	assert.Empty(t, dom.Devices.Hostdevs)
 	require.Len(t, dom.Devices.Interfaces, 3, "ua-default and one NIC per VF")
-	assert.Equal(t, 1, strings.Count(string(second), `"ua-vfstandin-sriov-l2"`))
+	assert.Equal(t, 1, strings.Count(string(second), `"ua-sriov-l2"`))
 	wrong := strings.Replace(string(first), "</devices>", strings.Replace(l2Hostdev, `managed="no"`, `managed="yes"`, 1)+localnetHostdev+"</devices>", 1)
 	_, err = Swap([]byte(wrong), vmi, ni, "sriov-udn")
 	require.ErrorIs(t, err, ErrHostdev, "the hostdev is checked on every call")
+}
+
+// virt-launcher defines the domain it read back, the stand-in's NICs in it, and our sidecar adds no hostdev for an
+// interface that has an <interface> aliased ua-<name>: the stand-in leaves the domain as it is.
+func TestSwap_ItsOwnNICsAndNoHostdev_Unchanged(t *testing.T) {
+	vmi, ni := samples(t)
+	first, err := Swap([]byte(domainWith(l2Hostdev, localnetHostdev)), vmi, ni, "sriov-udn")
+	require.NoError(t, err)
+	again, err := Swap(first, vmi, ni, "sriov-udn")
+	require.NoError(t, err)
+	assert.Equal(t, string(first), string(again))
 }
 
 func TestTapName_IsTheCNIStandInsNameUnderIFNAMSIZ(t *testing.T) {

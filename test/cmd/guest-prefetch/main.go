@@ -51,6 +51,8 @@ func main() {
 			return err
 		}},
 		step{"VF guest image", image(guest.VFImageSpec())},
+		// test/cluster's guest (make test-cluster runs after test-guest has started).
+		step{"cluster guest image", image(guest.ClusterImageSpec())},
 	)
 	for _, img := range matrix[1:] {
 		steps = append(steps, step{img.Name, image(img.Spec)})
