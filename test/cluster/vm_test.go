@@ -295,6 +295,11 @@ func checkGuestNetwork(t *testing.T, run *guestRun) {
 	t.Helper()
 	r := run.report
 	assert.Empty(t, r.StageErrors, "guest: cloud-init's stages ran without errors\n%s", r)
+	assert.True(t, strings.HasPrefix(r.Datasource, "DataSourceNoCloud"), "guest: cloud-init's datasource %q, want NoCloud", r.Datasource)
+	// The pod NIC (masquerade) keeps the DHCP that our config puts in the place of cloud-init's fallback.
+	pod, ok := r.LinkByMAC(guestPodMAC)
+	require.True(t, ok, "guest: a link with the pod NIC's MAC %s\n%s", guestPodMAC, r)
+	assert.NotEmpty(t, pod.DynamicPrefixes(), "guest: the pod NIC %s holds a DHCP lease\n%s", pod.Name, r)
 	link, _ := r.LinkByMAC(guestVFMAC)
 	var got, want []string
 	for _, p := range link.GlobalPrefixes() {
@@ -344,14 +349,23 @@ func guestExec(ctx context.Context, e *env, run *guestRun, script string) error 
 const flapMark = "flapmark"
 
 // flap makes the guest drop the VF's IPv4 and global IPv6 (only its link-local address stays, the seed's
-// flap) and add flapMark; unflap restores the VF (networkd configures it again) and removes flapMark.
+// flap) and add flapMark; unflap restores the VF (networkd configures it again) and removes flapMark. Each then
+// restarts the guest agent, from a unit of its own (the agent's restart would stop a child of its own): virt-launcher
+// polls the agent's interfaces at once when it connects, then 10 s later, doubling up to 120 s
+// (pkg/virt-launcher/virtwrap/agent-poller), so the change reaches the status in seconds, not minutes.
 func flap(ctx context.Context, e *env, run *guestRun) error {
 	return guestExec(ctx, e, run, fmt.Sprintf("ip -4 addr flush dev %[1]s; ip -6 addr flush dev %[1]s scope global; "+
-		"ip link add %[2]s type dummy || ip link add %[2]s type veth peer name %[2]s-p; ip link set %[2]s up", run.vfDev, flapMark))
+		"ip link add %[2]s type dummy || ip link add %[2]s type veth peer name %[2]s-p; ip link set %[2]s up; %[3]s",
+		run.vfDev, flapMark, restartAgent(2)))
 }
 
 func unflap(ctx context.Context, e *env, run *guestRun) error {
-	return guestExec(ctx, e, run, fmt.Sprintf("ip link del %s; systemctl restart systemd-networkd", flapMark))
+	return guestExec(ctx, e, run, fmt.Sprintf("ip link del %s; systemctl restart systemd-networkd; %s", flapMark, restartAgent(5)))
+}
+
+// restartAgent is the guest's command that restarts qemu-guest-agent after seconds, from a transient unit.
+func restartAgent(seconds int) string {
+	return fmt.Sprintf("systemd-run --on-active=%d systemctl restart qemu-guest-agent", seconds)
 }
 
 // hasMark says whether the guest agent's report with flapMark is in the status.

@@ -150,6 +150,10 @@ func TestScenarioRunsOn_FullMatrixOnEveryImage_SmokeOnTheFloorOnly(t *testing.T)
 		{scenario{matrix: true}, true, true, false},
 		{scenario{smoke: true}, true, true, true},
 		{scenario{smoke: true, matrix: true}, false, true, false},
+		// test/cluster boots it on the floor image: the full matrix leaves that cell out, the smoke run keeps it.
+		{scenario{cluster: true, matrix: true, smoke: true}, true, false, false},
+		{scenario{cluster: true, matrix: true, smoke: true}, false, false, true},
+		{scenario{cluster: true, matrix: true, smoke: true}, true, true, true},
 	}
 	for _, tc := range tests {
 		assert.Equalf(t, tc.wants, tc.sc.runsOn(tc.floor, tc.smoke), "%+v floor=%v smoke=%v", tc.sc, tc.floor, tc.smoke)
