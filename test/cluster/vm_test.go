@@ -269,7 +269,7 @@ func awaitGuest(ctx context.Context, t *testing.T, e *env, name, notUID string, 
 	}
 
 	var console string
-	if err := e.node.pollFor(ctx, "guest: the report on the serial console", 10*time.Minute, 2*time.Second, nil, func() error {
+	if err := e.node.pollFor(ctx, "guest: the report on the serial console", 15*time.Minute, 2*time.Second, nil, func() error {
 		b, err := e.client.CoreV1().Pods("default").GetLogs(run.pod.Name, &corev1.PodLogOptions{Container: "guest-console-log"}).DoRaw(ctx)
 		if err != nil {
 			return err
