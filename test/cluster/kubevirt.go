@@ -232,12 +232,12 @@ func (n *Node) UseVirtHandler(ctx context.Context, image string) error {
 	}
 	return n.waitFor(ctx, "virt-handler ready on "+image, 4*time.Minute, nil, func() error {
 		out, err := n.Kubectl(ctx, "", "-n", "kubevirt", "get", "pod", "-l", "kubevirt.io=virt-handler", "-o",
-			`jsonpath={range .items[*]}{.metadata.deletionTimestamp}/{.status.containerStatuses[?(@.name=="virt-handler")].ready}/{.status.containerStatuses[?(@.name=="virt-handler")].imageID}{"\n"}{end}`)
+			`jsonpath={range .items[*]}{.metadata.deletionTimestamp}/{.status.containerStatuses[?(@.name=="virt-handler")].ready}{"\n"}{end}`)
 		if err != nil {
 			return err
 		}
-		if lines := strings.Fields(string(out)); len(lines) != 1 || !strings.HasPrefix(lines[0], "/true/") {
-			return fmt.Errorf("virt-handler pods (deleted/ready/image): %q", out)
+		if lines := strings.Fields(string(out)); len(lines) != 1 || lines[0] != "/true" {
+			return fmt.Errorf("virt-handler pods (deleted/ready): %q", out)
 		}
 		return nil
 	})

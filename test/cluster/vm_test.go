@@ -225,6 +225,7 @@ type guestRun struct {
 	// guest's report (the guest configured).
 	toRunning, toReport time.Duration
 	vmi                 *kubevirtv1.VirtualMachineInstance
+	sidecar             string // the launcher pod's container that runs our image
 	pod                 *corev1.Pod
 	net                 vfNetwork
 	report              *guest.Report
@@ -259,11 +260,12 @@ func awaitGuest(ctx context.Context, t *testing.T, e *env, name, notUID string, 
 	require.Len(t, pods.Items, 1, "KubeVirt: one launcher pod for VMI %s", run.vmi.UID)
 	run.pod = &pods.Items[0]
 	if vf {
-		sidecar := false
 		for _, c := range run.pod.Spec.Containers {
-			sidecar = sidecar || c.Image == SidecarImage
+			if c.Image == SidecarImage {
+				run.sidecar = c.Name
+			}
 		}
-		require.True(t, sidecar, "KubeVirt: the launcher pod runs our sidecar")
+		require.NotEmpty(t, run.sidecar, "KubeVirt: the launcher pod runs our sidecar")
 		run.net, err = readVFNetwork(run.pod)
 		require.NoError(t, err, "cluster (CNI stand-in): the pod's annotations")
 	}
@@ -309,7 +311,7 @@ func checkGuestNetwork(t *testing.T, run *guestRun) {
 		want = append(want, p.String())
 	}
 	require.Len(t, want, 2, "cluster: the VF network is dual-stack")
-	assert.True(t, sameSet(got, want), "guest: %s has %v, the annotations give %v\n%s", link.Name, got, want, r)
+	assert.ElementsMatch(t, want, got, "guest: %s's addresses against the annotations'\n%s", link.Name, r)
 	routes := map[string]string{}
 	for _, rt := range r.RoutesVia(link.Name) {
 		if rt.Gateway.IsValid() {
@@ -324,8 +326,7 @@ func checkGuestNetwork(t *testing.T, run *guestRun) {
 	_, unit, ok := r.NetworkdUnitFor(guestVFMAC)
 	require.True(t, ok, "guest: a networkd unit for the VF\n%s", r)
 	require.NotEmpty(t, run.net.Nameservers, "cluster: network-status gives the VF network nameservers")
-	assert.True(t, sameSet(guest.UnitValues(unit, "DNS"), run.net.Nameservers), "guest: DNS %v, network-status %v\n%s",
-		guest.UnitValues(unit, "DNS"), run.net.Nameservers, unit)
+	assert.ElementsMatch(t, run.net.Nameservers, guest.UnitValues(unit, "DNS"), "guest: networkd's DNS= against network-status's nameservers\n%s", unit)
 }
 
 // guestExec runs a shell command in the guest through QEMU's guest agent (guest-exec, from the compute
@@ -414,7 +415,7 @@ func TestVM_GuestStatusFlapMigrationRestart(t *testing.T) {
 
 	t.Run("our sidecar's memory in the real pod", func(t *testing.T) {
 		for _, cs := range run.pod.Status.ContainerStatuses {
-			if cs.Image != SidecarImage && !strings.HasSuffix(cs.Image, strings.TrimPrefix(SidecarImage, "localhost/")) {
+			if cs.Name != run.sidecar {
 				continue
 			}
 			m, err := e.node.ContainerMemory(strings.TrimPrefix(cs.ContainerID, "containerd://"))
@@ -431,7 +432,7 @@ func TestVM_GuestStatusFlapMigrationRestart(t *testing.T) {
 			assert.Less(t, m.MaxUsage, m.Limit, "sidecar: its peak under the container's limit")
 			return
 		}
-		t.Fatalf("cluster: no container status of our sidecar (%s) in pod %s", SidecarImage, run.pod.Name)
+		t.Fatalf("cluster: no container status of our sidecar %s in pod %s", run.sidecar, run.pod.Name)
 	})
 
 	var v4, v6 []string

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -40,8 +41,8 @@ func listeningUnixPath(r io.Reader, name string) (bool, error) {
 		if len(f) < 8 {
 			continue
 		}
-		var flags uint64
-		if _, err := fmt.Sscanf(f[3], "%x", &flags); err != nil {
+		flags, err := strconv.ParseUint(f[3], 16, 64)
+		if err != nil {
 			continue
 		}
 		path := f[7]
