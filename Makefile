@@ -319,9 +319,11 @@ test-container: ## build the image offline (image-local), inspect it, run it as 
 	@for t in podman runc; do command -v $$t >/dev/null || { echo "test-container needs $$t (apt-get install podman runc; .ci/run does)"; exit 1; }; done
 	cd test && go vet ./container/... && go test -count=1 -timeout 15m -v ./container/...
 
-e2e: ## kind end-to-end suite: needs docker, kind, kubectl and network; 20-40 min; not run in CI
-	$(MAKE) image IMAGE=$(E2E_IMAGE) CONTAINER_TOOL=docker
-	cd test && E2E_IMAGE=$(E2E_IMAGE) go test -tags e2e -count=1 -timeout 60m -v ./e2e/...
+# test/e2e's suite (suite.go) on a kind cluster it makes, or, with E2E_KUBECONFIG=path, on that cluster as it is
+# (test/e2e/README.md says what it needs there). make test-cluster runs the same suite on the registry-free cluster.
+e2e: ## the end-to-end suite on kind (needs docker, kind, kubectl and network; 20-40 min; not run in CI), or on E2E_KUBECONFIG's cluster
+	@if [ -z "$(E2E_KUBECONFIG)" ]; then $(MAKE) image IMAGE=$(E2E_IMAGE) CONTAINER_TOOL=docker; fi
+	cd test && E2E_IMAGE=$(E2E_IMAGE) E2E_KUBECONFIG=$(if $(E2E_KUBECONFIG),$(abspath $(E2E_KUBECONFIG))) go test -tags e2e -count=1 -timeout 60m -v ./e2e/...
 
 clean: ## remove build outputs
 	rm -rf bin

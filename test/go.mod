@@ -75,6 +75,7 @@ require (
 	kubevirt.io/kubevirt v1.8.4
 	libvirt.org/go/libvirt v1.11005.0
 	libvirt.org/go/libvirtxml v1.11000.1
+	sigs.k8s.io/yaml v1.6.0
 )
 
 require (
@@ -171,5 +172,4 @@ require (
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.0 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )

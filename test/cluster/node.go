@@ -56,8 +56,9 @@ type Node struct {
 	started []*exec.Cmd
 	logf    func(string, ...any)
 	// Kubeconfig is the admin's kubeconfig; its server is reachable only from the node's network namespace
-	// (Dial).
+	// (Dial). HostKubeconfig makes one that any program of the host can use.
 	Kubeconfig string
+	forward    net.Listener // HostKubeconfig's, closed by Stop
 }
 
 // Paths is where the node's inputs are.
@@ -467,10 +468,64 @@ func (n *Node) Dial(ctx context.Context, network, addr string) (net.Conn, error)
 	return r.c, r.err
 }
 
+// HostKubeconfig returns the path of an admin kubeconfig that any program on the host can use, kubectl or
+// test/e2e's suite: its server is a listener on the host's loopback (a port the kernel picks) that carries each
+// connection into the node's network namespace (Dial) to the apiserver. The apiserver's certificate names
+// 127.0.0.1. The listener closes with Stop.
+func (n *Node) HostKubeconfig() (string, error) {
+	if n.forward == nil {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", fmt.Errorf("the apiserver's forward on the host: %w", err)
+		}
+		n.forward = l
+		go n.serveForward(l)
+	}
+	return n.pki.kubeconfigFile("admin-host.kubeconfig", "admin", "https://"+n.forward.Addr().String())
+}
+
+// serveForward copies each connection of l to the apiserver in the node's network namespace and back, until l
+// is closed.
+func (n *Node) serveForward(l net.Listener) {
+	apiserver := net.JoinHostPort(nodeIP, strconv.Itoa(apiserverPort))
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return // closed by Stop
+		}
+		go func() {
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			up, err := n.Dial(ctx, "tcp", apiserver)
+			cancel()
+			if err != nil {
+				n.logf("cluster: the apiserver's forward: %v", err)
+				return
+			}
+			defer up.Close()
+			done := make(chan struct{})
+			go func() {
+				_, _ = io.Copy(up, c)
+				_ = up.(*net.TCPConn).CloseWrite()
+				close(done)
+			}()
+			_, _ = io.Copy(c, up)
+			_ = c.(*net.TCPConn).CloseWrite()
+			<-done
+		}()
+	}
+}
+
+// KubectlBinary is the kubectl built with the node's Kubernetes.
+func (n *Node) KubectlBinary() string { return filepath.Join(n.bin, "kubectl") }
+
 // Stop kills the node (its PID 1, and with it every process of its PID namespace: the components, containerd,
 // the containers), then removes kubelet's cgroups and the work directory unless keep is set.
 func (n *Node) Stop(keep bool) error {
 	var errs []error
+	if n.forward != nil {
+		_ = n.forward.Close()
+	}
 	if n.init != nil && n.init.Process != nil {
 		_ = n.init.Process.Kill()
 		deadline := time.Now().Add(30 * time.Second)

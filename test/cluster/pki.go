@@ -99,11 +99,16 @@ func newPKI(dir string, serverIPs []net.IP, serverNames []string) (*pki, error) 
 
 // kubeconfig writes <name>.kubeconfig for client name against server and returns its path.
 func (p *pki) kubeconfig(name, server string) (string, error) {
+	return p.kubeconfigFile(name+".kubeconfig", name, server)
+}
+
+// kubeconfigFile writes the kubeconfig file of client name against server and returns its path.
+func (p *pki) kubeconfigFile(file, name, server string) (string, error) {
 	token, ok := p.tokens[name]
 	if !ok {
 		return "", fmt.Errorf("kubeconfig: no client %q", name)
 	}
-	path := p.path(name + ".kubeconfig")
+	path := p.path(file)
 	text := fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"archive/tar"
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -20,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -34,21 +32,16 @@ type e2eConfig struct {
 	cniVersion      string // E2E_CNI_PLUGINS_VERSION: containernetworking/plugins, for bridge + static
 	keepCluster     bool   // E2E_KEEP_CLUSTER=1: do not delete the cluster (debugging, reruns)
 	reuseCluster    bool   // E2E_REUSE_CLUSTER=1: use an existing cluster of that name
+	// E2E_KUBECONFIG: run the suite on that cluster as it is, with no kind: KubeVirt deployed, the binding
+	// registered (docs/install.md), Multus and the bridge and static CNI plugins on its nodes.
+	kubeconfig string
 }
 
+// The kind fixtures (testdata/): a bridge network standing in for the SR-IOV one, and a cirros VM whose blue
+// NIC uses the binding.
 const (
-	namespace     = "sriov-udn-e2e"
-	vmName        = "vm-e2e"
-	boundIface    = "blue"
-	boundMAC      = "02:00:00:c0:ff:ee"
-	boundIP       = "10.200.0.10"
-	sidecarName   = "hook-sidecar-0"
-	podInfoVolume = "sriov-udn-podinfo"
-	podInfoDir    = "/var/run/kubevirt-private/downwardapi/podinfo"
-	// KubeVirt's cloud-init disk inside the compute container: <dir>/<namespace>/<vmi name>/noCloud.iso
-	// (pkg/cloud-init/cloud-init.go GetIsoFilePath), dir set by cmd/virt-launcher/virt-launcher.go to
-	// <--ephemeral-disk-dir>/cloud-init-data.
-	cloudInitISO = "/var/run/kubevirt-ephemeral-disks/cloud-init-data/" + namespace + "/" + vmName + "/noCloud.iso"
+	namespace = "sriov-udn-e2e"
+	vmName    = "vm-e2e"
 )
 
 func configFromEnv() e2eConfig {
@@ -67,6 +60,7 @@ func configFromEnv() e2eConfig {
 		cniVersion:      get("E2E_CNI_PLUGINS_VERSION", "v1.7.1"),
 		keepCluster:     os.Getenv("E2E_KEEP_CLUSTER") == "1",
 		reuseCluster:    os.Getenv("E2E_REUSE_CLUSTER") == "1",
+		kubeconfig:      os.Getenv("E2E_KUBECONFIG"),
 	}
 }
 
@@ -101,49 +95,35 @@ func runErr(ctx context.Context, stdin []byte, name string, args ...string) ([]b
 	return stdout.Bytes(), nil
 }
 
-// kubectl runs kubectl against the kind cluster's context.
+// kubectl runs kubectl against the kind cluster, failing the test on error.
 type kubectl struct {
-	t       *testing.T
-	context string
+	t          *testing.T
+	kubeconfig string
 }
 
 func (k kubectl) run(ctx context.Context, args ...string) []byte {
 	k.t.Helper()
-	return run(k.t, ctx, nil, "kubectl", append([]string{"--context", k.context}, args...)...)
+	return run(k.t, ctx, nil, "kubectl", append([]string{"--kubeconfig", k.kubeconfig}, args...)...)
 }
 
-func (k kubectl) try(ctx context.Context, stdin []byte, args ...string) ([]byte, error) {
-	return runErr(ctx, stdin, "kubectl", append([]string{"--context", k.context}, args...)...)
-}
-
-// eventually retries check until it succeeds or the deadline passes; for cluster state that
-// kubectl wait cannot express. Returns the last error.
-func eventually(ctx context.Context, timeout, interval time.Duration, check func() error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	ticker := time.NewTicker(interval)
-	defer ticker.Stop()
-	for {
-		err := check()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("still failing after %s: %w", timeout, err)
-		case <-ticker.C:
-		}
-	}
-}
-
+// The suite (suite.go) on a kind cluster this test makes, or on the cluster of E2E_KUBECONFIG.
 func TestE2E_VMBootsThroughTheSriovUDNBinding(t *testing.T) {
-	for _, tool := range []string{"docker", "kind", "kubectl"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not found (%v): the e2e test needs docker, kind and kubectl (see README)", tool, err)
-		}
-	}
 	cfg := configFromEnv()
 	root := repoRoot(t)
+	target := Target{Fixtures: filepath.Join(root, "test", "e2e", "testdata"), Namespace: namespace, VM: vmName}
+	if cfg.kubeconfig != "" {
+		if _, err := exec.LookPath("kubectl"); err != nil {
+			t.Skipf("kubectl not found (%v): the suite runs kubectl with E2E_KUBECONFIG", err)
+		}
+		target.Kubeconfig = cfg.kubeconfig
+		Run(t, target)
+		return
+	}
+	for _, tool := range []string{"docker", "kind", "kubectl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not found (%v): the kind e2e test needs docker, kind and kubectl (see README)", tool, err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	defer cancel()
 
@@ -151,12 +131,9 @@ func TestE2E_VMBootsThroughTheSriovUDNBinding(t *testing.T) {
 	require.NoError(t, err, "image %s not built: run `make image IMAGE=%s` (make e2e does)", cfg.image, cfg.image)
 
 	createCluster(t, ctx, cfg)
-	k := kubectl{t: t, context: "kind-" + cfg.cluster}
-	t.Cleanup(func() {
-		if t.Failed() {
-			dumpDiagnostics(t, k)
-		}
-	})
+	target.Kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(target.Kubeconfig, run(t, ctx, nil, "kind", "get", "kubeconfig", "--name", cfg.cluster), 0o600))
+	k := kubectl{t: t, kubeconfig: target.Kubeconfig}
 
 	installCNIPlugins(t, ctx, cfg)
 	run(t, ctx, nil, "kind", "load", "docker-image", cfg.image, "--name", cfg.cluster)
@@ -167,146 +144,12 @@ func TestE2E_VMBootsThroughTheSriovUDNBinding(t *testing.T) {
 	// The overlay names sriov-udn-binding:e2e; follow E2E_IMAGE if it says otherwise. The name must
 	// keep "sriov-udn-binding": that is how the MutatingAdmissionPolicy finds our container.
 	imagePatch, err := json.Marshal(map[string]any{"spec": map[string]any{"configuration": map[string]any{"network": map[string]any{
-		"binding": map[string]any{"sriov-udn": map[string]any{"sidecarImage": cfg.image}}}}}})
+		"binding": map[string]any{Binding: map[string]any{"sidecarImage": cfg.image}}}}}})
 	require.NoError(t, err)
 	k.run(ctx, "-n", "kubevirt", "patch", "kubevirt", "kubevirt", "--type", "merge", "-p", string(imagePatch))
 	k.run(ctx, "-n", "kubevirt", "wait", "kv", "kubevirt", "--for", "condition=Available", "--timeout=10m")
 
-	t.Run("the admission policy rejects a VM without a cloud-init volume", func(t *testing.T) {
-		vm, err := os.ReadFile(filepath.Join(root, "test", "e2e", "testdata", "vm.yaml"))
-		require.NoError(t, err)
-		k.run(ctx, "apply", "-f", filepath.Join(root, "test", "e2e", "testdata", "namespace.yaml"))
-		bad := stripCloudInitVolume(t, ctx, k, vm)
-		// A policy takes effect once the apiserver's informer has it: retry the dry run until denied.
-		err = eventually(ctx, 2*time.Minute, 2*time.Second, func() error {
-			out, err := k.try(ctx, bad, "apply", "--dry-run=server", "-f", "-")
-			if err == nil {
-				return fmt.Errorf("dry-run admitted the VM: %s", out)
-			}
-			if !strings.Contains(err.Error(), "cloudInitNoCloud or cloudInitConfigDrive") {
-				return fmt.Errorf("denied for another reason: %w", err)
-			}
-			return nil
-		})
-		assert.NoError(t, err)
-	})
-
-	k.run(ctx, "apply", "-k", filepath.Join(root, "test", "e2e", "testdata"))
-	k.run(ctx, "-n", namespace, "wait", "vmi", vmName, "--for", "condition=Ready", "--timeout=15m")
-
-	vmiUID := strings.TrimSpace(string(k.run(ctx, "-n", namespace, "get", "vmi", vmName, "-o", "jsonpath={.metadata.uid}")))
-	pod := strings.TrimSpace(string(k.run(ctx, "-n", namespace, "get", "pod", "-l", "kubevirt.io/created-by="+vmiUID,
-		"-o", "jsonpath={.items[0].metadata.name}")))
-	require.NotEmpty(t, pod, "no virt-launcher pod for VMI %s", vmiUID)
-
-	t.Run("the MutatingAdmissionPolicy mounted pod-info into our sidecar", func(t *testing.T) {
-		mounts := k.run(ctx, "-n", namespace, "get", "pod", pod, "-o",
-			fmt.Sprintf(`jsonpath={.spec.containers[?(@.name=="%s")].volumeMounts[?(@.name=="%s")].mountPath}`, sidecarName, podInfoVolume))
-		assert.Equal(t, podInfoDir, strings.TrimSpace(string(mounts)))
-		image := k.run(ctx, "-n", namespace, "get", "pod", pod, "-o",
-			fmt.Sprintf(`jsonpath={.spec.containers[?(@.name=="%s")].image}`, sidecarName))
-		assert.Contains(t, string(image), "sriov-udn-binding")
-	})
-
-	t.Run("the sidecar logged successful hook calls", func(t *testing.T) {
-		logs := k.run(ctx, "-n", namespace, "logs", pod, "-c", sidecarName)
-		calls := hookCalls(t, logs)
-		for _, hook := range []string{"PreCloudInitIso", "OnDefineDomain"} {
-			outcomes, ok := calls[hook]
-			if assert.True(t, ok, "no %q hook call logged; log:\n%s", hook, logs) {
-				for _, o := range outcomes {
-					assert.Equal(t, "ok", o, "hook %s outcome (pkg/hooks logInterceptor)", hook)
-				}
-			}
-		}
-	})
-
-	t.Run("the cloud-init disk carries our network config and keeps the user's data", func(t *testing.T) {
-		image := k.run(ctx, "-n", namespace, "exec", pod, "-c", "compute", "--", "cat", cloudInitISO)
-		networkConfig, err := isoRootFile(image, "network-config")
-		require.NoError(t, err)
-		assert.Contains(t, string(networkConfig), boundMAC)
-		assert.Contains(t, string(networkConfig), boundIP)
-		userData, err := isoRootFile(image, "user-data")
-		require.NoError(t, err)
-		assert.True(t, strings.HasPrefix(string(userData), "#cloud-config"), "user-data: %q", userData)
-		metaData, err := isoRootFile(image, "meta-data")
-		require.NoError(t, err)
-		assert.Contains(t, string(metaData), "instance-id")
-	})
-
-	t.Run("vmi.status.interfaces reports the bound interface", func(t *testing.T) {
-		err := eventually(ctx, 3*time.Minute, 5*time.Second, func() error {
-			out, err := k.try(ctx, nil, "-n", namespace, "get", "vmi", vmName, "-o", "json")
-			if err != nil {
-				return err
-			}
-			var vmi struct {
-				Status struct {
-					Interfaces []struct {
-						Name       string `json:"name"`
-						MAC        string `json:"mac"`
-						InfoSource string `json:"infoSource"`
-					} `json:"interfaces"`
-				} `json:"status"`
-			}
-			if err := json.Unmarshal(out, &vmi); err != nil {
-				return err
-			}
-			for _, i := range vmi.Status.Interfaces {
-				if i.Name == boundIface {
-					if i.MAC != boundMAC {
-						return fmt.Errorf("interface %s has MAC %q, want %q", boundIface, i.MAC, boundMAC)
-					}
-					return nil
-				}
-			}
-			return fmt.Errorf("no interface %q in status.interfaces: %+v", boundIface, vmi.Status.Interfaces)
-		})
-		assert.NoError(t, err)
-	})
-}
-
-// hookCalls collects, per hook, the outcome of each `"msg":"hook call"` JSON log line.
-func hookCalls(t *testing.T, logs []byte) map[string][]string {
-	t.Helper()
-	calls := map[string][]string{}
-	sc := bufio.NewScanner(bytes.NewReader(logs))
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for sc.Scan() {
-		var line struct {
-			Msg     string `json:"msg"`
-			Hook    string `json:"hook"`
-			Outcome string `json:"outcome"`
-		}
-		if json.Unmarshal(sc.Bytes(), &line) != nil || line.Msg != "hook call" {
-			continue
-		}
-		calls[line.Hook] = append(calls[line.Hook], line.Outcome)
-	}
-	require.NoError(t, sc.Err())
-	return calls
-}
-
-// stripCloudInitVolume returns the VM manifest without its cloudinitdisk volume, as JSON (which
-// kubectl accepts) built from the YAML through kubectl itself, so this package needs no YAML library.
-func stripCloudInitVolume(t *testing.T, ctx context.Context, k kubectl, vmYAML []byte) []byte {
-	t.Helper()
-	out, err := k.try(ctx, vmYAML, "create", "--dry-run=client", "-o", "json", "-f", "-")
-	require.NoError(t, err)
-	var vm map[string]any
-	require.NoError(t, json.Unmarshal(out, &vm))
-	spec := vm["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
-	var kept []any
-	for _, v := range spec["volumes"].([]any) {
-		if _, ok := v.(map[string]any)["cloudInitNoCloud"]; !ok {
-			kept = append(kept, v)
-		}
-	}
-	spec["volumes"] = kept
-	data, err := json.Marshal(vm)
-	require.NoError(t, err)
-	return data
+	Run(t, target)
 }
 
 func createCluster(t *testing.T, ctx context.Context, cfg e2eConfig) {
@@ -405,20 +248,4 @@ func installKubeVirt(t *testing.T, ctx context.Context, k kubectl, cfg e2eConfig
 	k.run(ctx, "-n", "kubevirt", "patch", "kubevirt", "kubevirt", "--type", "merge",
 		"-p", `{"spec":{"configuration":{"developerConfiguration":{"useEmulation":true}}}}`)
 	k.run(ctx, "-n", "kubevirt", "wait", "kv", "kubevirt", "--for", "condition=Available", "--timeout=20m")
-}
-
-// dumpDiagnostics logs what is needed to understand a failure after the cluster is gone.
-func dumpDiagnostics(t *testing.T, k kubectl) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	for _, args := range [][]string{
-		{"get", "pods", "-A", "-o", "wide"},
-		{"-n", namespace, "get", "vm,vmi", "-o", "yaml"},
-		{"-n", namespace, "get", "events", "--sort-by=.lastTimestamp"},
-		{"-n", namespace, "logs", "-l", "kubevirt.io=virt-launcher", "-c", sidecarName, "--tail=200"},
-		{"-n", namespace, "logs", "-l", "kubevirt.io=virt-launcher", "-c", "compute", "--tail=200"},
-	} {
-		out, err := k.try(ctx, nil, args...)
-		t.Logf("kubectl %s (err=%v):\n%s", strings.Join(args, " "), err, out)
-	}
 }
