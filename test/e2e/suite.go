@@ -5,8 +5,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
 	"net/netip"
+	"net/textproto"
 	"os/exec"
 	"strings"
 	"testing"
@@ -223,7 +228,11 @@ func Run(t *testing.T, target Target) {
 			bound.Name, bound.MacAddress, network, networkConfig)
 		userData, err := isoRootFile(image, "user-data")
 		require.NoError(t, err)
-		assert.True(t, strings.HasPrefix(string(userData), "#cloud-config"), "sidecar: the user's user-data kept: %q", userData)
+		users, err := userDataOf(&vmi)
+		require.NoError(t, err, "cluster: the fixture's VM")
+		parts, err := UserDataParts(userData)
+		require.NoError(t, err, "sidecar: user-data:\n%s", userData)
+		assert.Contains(t, parts, strings.TrimRight(users, "\n"), "sidecar: the user's user-data kept whole, as it is or as a part\n%s", userData)
 		metaData, err := isoRootFile(image, "meta-data")
 		require.NoError(t, err)
 		assert.Contains(t, string(metaData), "instance-id", "KubeVirt: meta-data")
@@ -277,6 +286,51 @@ func boundInterface(vmi *kubevirtv1.VirtualMachineInstance) (kubevirtv1.Interfac
 		return iface, "", fmt.Errorf("VMI %s: interface %s has no multus network", vmi.Name, iface.Name)
 	}
 	return kubevirtv1.Interface{}, "", fmt.Errorf("VMI %s: no interface bound to %s", vmi.Name, Binding)
+}
+
+// userDataOf is the user data of the VMI's cloudInitNoCloud volume, inline (the fixtures' contract).
+func userDataOf(vmi *kubevirtv1.VirtualMachineInstance) (string, error) {
+	for _, v := range vmi.Spec.Volumes {
+		if v.CloudInitNoCloud != nil {
+			if v.CloudInitNoCloud.UserData == "" {
+				return "", fmt.Errorf("VMI %s: volume %s has no inline userData", vmi.Name, v.Name)
+			}
+			return v.CloudInitNoCloud.UserData, nil
+		}
+	}
+	return "", fmt.Errorf("VMI %s: no cloudInitNoCloud volume", vmi.Name)
+}
+
+// UserDataParts returns the parts of a user-data file, each without its trailing newlines: the parts of a MIME
+// multipart/mixed one (the form the sidecar merges the user's data into when it adds a part of its own), or the
+// whole file.
+func UserDataParts(userData []byte) ([]string, error) {
+	body := bufio.NewReader(bytes.NewReader(userData))
+	head, err := textproto.NewReader(body).ReadMIMEHeader()
+	media, params, merr := mime.ParseMediaType(head.Get("Content-Type"))
+	if err != nil || merr != nil || media != "multipart/mixed" {
+		return []string{strings.TrimRight(string(userData), "\n")}, nil
+	}
+	r := multipart.NewReader(body, params["boundary"])
+	var parts []string
+	for {
+		p, err := r.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("user-data: multipart part %d: %w", len(parts)+1, err)
+		}
+		b, err := io.ReadAll(io.LimitReader(p, 16<<20))
+		if err != nil {
+			return nil, fmt.Errorf("user-data: multipart part %d: %w", len(parts)+1, err)
+		}
+		parts = append(parts, strings.TrimRight(string(b), "\n"))
+	}
+	if len(parts) == 0 {
+		return nil, fmt.Errorf("user-data: a multipart/mixed with no part")
+	}
+	return parts, nil
 }
 
 // ourSidecar is the pod's container running our image.

@@ -161,3 +161,50 @@ not json
 	require.NoError(t, err)
 	assert.Equal(t, map[string][]string{"OnDefineDomain": {"ok"}, "PreCloudInitIso": {"error", "ok"}}, calls)
 }
+
+// sidecarUserData is the user-data our sidecar gave KubeVirt for "#cloud-config" on the registry-free cluster
+// (make test-cluster): the user's data as the first part, the sidecar's every-boot network part after it.
+const sidecarUserData = "Content-Type: multipart/mixed; boundary=\"==sriov-udn-binding-a1b0542e7cce032c==\"\nMIME-Version: 1.0\n\n" +
+	"--==sriov-udn-binding-a1b0542e7cce032c==\nContent-Type: text/cloud-config; charset=\"utf-8\"\nContent-Transfer-Encoding: 7bit\n" +
+	"Content-Disposition: attachment; filename=\"user-data\"\n\n#cloud-config\n" +
+	"--==sriov-udn-binding-a1b0542e7cce032c==\nContent-Type: text/cloud-config; charset=\"us-ascii\"\nContent-Transfer-Encoding: 7bit\n" +
+	"Merge-Type: dict(no_replace,recurse_dict)+list()+str()\nContent-Disposition: attachment; filename=\"sriov-udn-binding-network-every-boot.cfg\"\n\n" +
+	"#cloud-config\nupdates:\n  network:\n    when: [boot-new-instance, boot]\n\n--==sriov-udn-binding-a1b0542e7cce032c==--\n"
+
+func TestUserDataParts(t *testing.T) {
+	for _, tc := range []struct {
+		name, userData string
+		want           []string
+		err            string
+	}{
+		{name: "the sidecar's multipart", userData: sidecarUserData,
+			want: []string{"#cloud-config", "#cloud-config\nupdates:\n  network:\n    when: [boot-new-instance, boot]"}},
+		{name: "CRLF multipart", userData: "Content-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\n\r\n#cloud-config\r\nruncmd: [x]\r\n--b--\r\n",
+			want: []string{"#cloud-config\r\nruncmd: [x]"}},
+		{name: "plain cloud-config", userData: "#cloud-config\npackages: [jq]\n", want: []string{"#cloud-config\npackages: [jq]"}},
+		{name: "a script", userData: "#!/bin/sh\necho hi\n", want: []string{"#!/bin/sh\necho hi"}},
+		{name: "multipart with no part", userData: "Content-Type: multipart/mixed; boundary=b\n\n--b--\n", err: "no part"},
+		{name: "multipart cut short", userData: "Content-Type: multipart/mixed; boundary=b\n\n--b\n\nx", err: "multipart part 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := UserDataParts([]byte(tc.userData))
+			if tc.err != "" {
+				assert.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func FuzzUserDataParts(f *testing.F) {
+	f.Add([]byte(sidecarUserData))
+	f.Add([]byte("#cloud-config\n"))
+	f.Fuzz(func(t *testing.T, userData []byte) {
+		parts, err := UserDataParts(userData)
+		if err == nil {
+			assert.NotEmpty(t, parts)
+		}
+	})
+}
