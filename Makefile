@@ -323,7 +323,7 @@ test-container: ## build the image offline (image-local), inspect it, run it as 
 # (test/e2e/README.md says what it needs there). make test-cluster runs the same suite on the registry-free cluster.
 e2e: ## the end-to-end suite on kind (needs docker, kind, kubectl and network; 20-40 min; not run in CI), or on E2E_KUBECONFIG's cluster
 	@if [ -z "$(E2E_KUBECONFIG)" ]; then $(MAKE) image IMAGE=$(E2E_IMAGE) CONTAINER_TOOL=docker; fi
-	cd test && E2E_IMAGE=$(E2E_IMAGE) E2E_KUBECONFIG=$(if $(E2E_KUBECONFIG),$(abspath $(E2E_KUBECONFIG))) go test -tags e2e -count=1 -timeout 60m -v ./e2e/...
+	cd test && E2E_IMAGE=$(E2E_IMAGE) E2E_KUBECONFIG=$(if $(E2E_KUBECONFIG),$(abspath $(E2E_KUBECONFIG))) E2E_FIXTURES=$(if $(E2E_FIXTURES),$(abspath $(E2E_FIXTURES))) go test -tags e2e -count=1 -timeout 60m -v ./e2e/...
 
 clean: ## remove build outputs
 	rm -rf bin

@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -40,7 +39,7 @@ func TestE2E_TheSuiteOnThisCluster(t *testing.T) {
 				require.NotEmpty(t, standIn, "KubeVirt: the launcher pod runs the VF stand-in")
 				logs, err := k.Run(context.Background(), nil, "-n", pod.Namespace, "logs", pod.Name, "-c", standIn)
 				require.NoError(t, err)
-				assert.True(t, strings.Contains(string(logs), `"msg":"OnDefineDomain ok"`),
+				assert.Contains(t, string(logs), `"msg":"OnDefineDomain ok"`,
 					"cluster (VF stand-in): its OnDefineDomain checked our hostdev; log:\n%s", logs)
 			},
 		}},

@@ -490,8 +490,12 @@ func (n *Node) serveForward(l net.Listener) {
 	apiserver := net.JoinHostPort(nodeIP, strconv.Itoa(apiserverPort))
 	for {
 		c, err := l.Accept()
-		if err != nil {
+		if errors.Is(err, net.ErrClosed) {
 			return // closed by Stop
+		}
+		if err != nil {
+			n.logf("cluster: the apiserver's forward: %v", err)
+			continue
 		}
 		go func() {
 			defer c.Close()
@@ -506,13 +510,20 @@ func (n *Node) serveForward(l net.Listener) {
 			done := make(chan struct{})
 			go func() {
 				_, _ = io.Copy(up, c)
-				_ = up.(*net.TCPConn).CloseWrite()
+				closeWrite(up)
 				close(done)
 			}()
 			_, _ = io.Copy(c, up)
-			_ = c.(*net.TCPConn).CloseWrite()
+			closeWrite(c)
 			<-done
 		}()
+	}
+}
+
+// closeWrite half-closes c where it can (a TCP connection), so that the other side sees the end of this one.
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
 	}
 }
 

@@ -35,6 +35,9 @@ type e2eConfig struct {
 	// E2E_KUBECONFIG: run the suite on that cluster as it is, with no kind: KubeVirt deployed, the binding
 	// registered (docs/install.md), Multus and the bridge and static CNI plugins on its nodes.
 	kubeconfig string
+	// E2E_FIXTURES, E2E_NAMESPACE, E2E_VM: a kustomize directory of fixtures for that cluster's networks, in
+	// place of testdata/ (the suite's Target says what they hold).
+	fixtures, fixturesNamespace, fixturesVM string
 }
 
 // The kind fixtures (testdata/): a bridge network standing in for the SR-IOV one, and a cirros VM whose blue
@@ -52,15 +55,18 @@ func configFromEnv() e2eConfig {
 		return def
 	}
 	return e2eConfig{
-		cluster:         get("E2E_CLUSTER", "sriov-udn-e2e"),
-		image:           get("E2E_IMAGE", "sriov-udn-binding:e2e"),
-		nodeImage:       get("E2E_NODE_IMAGE", "kindest/node:v1.34.0"),
-		kubevirtVersion: get("E2E_KUBEVIRT_VERSION", "v1.8.0"),
-		multusVersion:   get("E2E_MULTUS_VERSION", "v4.2.2"),
-		cniVersion:      get("E2E_CNI_PLUGINS_VERSION", "v1.7.1"),
-		keepCluster:     os.Getenv("E2E_KEEP_CLUSTER") == "1",
-		reuseCluster:    os.Getenv("E2E_REUSE_CLUSTER") == "1",
-		kubeconfig:      os.Getenv("E2E_KUBECONFIG"),
+		cluster:           get("E2E_CLUSTER", "sriov-udn-e2e"),
+		image:             get("E2E_IMAGE", "sriov-udn-binding:e2e"),
+		nodeImage:         get("E2E_NODE_IMAGE", "kindest/node:v1.34.0"),
+		kubevirtVersion:   get("E2E_KUBEVIRT_VERSION", "v1.8.0"),
+		multusVersion:     get("E2E_MULTUS_VERSION", "v4.2.2"),
+		cniVersion:        get("E2E_CNI_PLUGINS_VERSION", "v1.7.1"),
+		keepCluster:       os.Getenv("E2E_KEEP_CLUSTER") == "1",
+		reuseCluster:      os.Getenv("E2E_REUSE_CLUSTER") == "1",
+		kubeconfig:        os.Getenv("E2E_KUBECONFIG"),
+		fixtures:          os.Getenv("E2E_FIXTURES"),
+		fixturesNamespace: get("E2E_NAMESPACE", namespace),
+		fixturesVM:        get("E2E_VM", vmName),
 	}
 }
 
@@ -99,6 +105,9 @@ func runErr(ctx context.Context, stdin []byte, name string, args ...string) ([]b
 type kubectl struct {
 	t          *testing.T
 	kubeconfig string
+	// E2E_FIXTURES, E2E_NAMESPACE, E2E_VM: a kustomize directory of fixtures for that cluster's networks, in
+	// place of testdata/ (the suite's Target says what they hold).
+	fixtures, fixturesNamespace, fixturesVM string
 }
 
 func (k kubectl) run(ctx context.Context, args ...string) []byte {
@@ -111,6 +120,9 @@ func TestE2E_VMBootsThroughTheSriovUDNBinding(t *testing.T) {
 	cfg := configFromEnv()
 	root := repoRoot(t)
 	target := Target{Fixtures: filepath.Join(root, "test", "e2e", "testdata"), Namespace: namespace, VM: vmName}
+	if cfg.fixtures != "" {
+		target.Fixtures, target.Namespace, target.VM = cfg.fixtures, cfg.fixturesNamespace, cfg.fixturesVM
+	}
 	if cfg.kubeconfig != "" {
 		if _, err := exec.LookPath("kubectl"); err != nil {
 			t.Skipf("kubectl not found (%v): the suite runs kubectl with E2E_KUBECONFIG", err)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -114,7 +115,12 @@ func Run(t *testing.T, target Target) {
 	if k.Binary == "" {
 		k.Binary = "kubectl"
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	// Within the test binary's own deadline (go test -timeout), so that the cleanups still run on a timeout.
+	deadline := time.Now().Add(30 * time.Minute)
+	if d, ok := t.Deadline(); ok && d.Add(-5*time.Minute).Before(deadline) {
+		deadline = d.Add(-5 * time.Minute)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	ns, name := target.Namespace, target.VM
 
@@ -132,6 +138,18 @@ func Run(t *testing.T, target Target) {
 	require.NoError(t, err, "cluster: the fixtures")
 	namespaces, bad, err := fixtureDocs(fixtures, name)
 	require.NoError(t, err, "cluster: the fixtures")
+	// Registered before anything is made, so that a failure at any step still dumps and deletes.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if t.Failed() {
+			dump(t, ctx, k, ns)
+		}
+		if _, err := k.Run(ctx, nil, "delete", "-k", target.Fixtures, "--ignore-not-found", "--wait=true", "--timeout=4m"); err != nil {
+			t.Logf("cluster: delete the fixtures: %v", err)
+		}
+	})
+
 	for _, doc := range namespaces {
 		_, err := k.Run(ctx, doc, "apply", "-f", "-")
 		require.NoError(t, err, "cluster: the fixtures' namespace")
@@ -139,7 +157,7 @@ func Run(t *testing.T, target Target) {
 
 	t.Run("the admission policy refuses the VM without a cloud-init volume", func(t *testing.T) {
 		// A policy takes effect once the apiserver's informer has it: retry the dry run until denied.
-		err = eventually(ctx, 2*time.Minute, 2*time.Second, func() error {
+		err := eventually(ctx, 2*time.Minute, 2*time.Second, func() error {
 			out, err := k.Run(ctx, bad, "apply", "--dry-run=server", "-f", "-")
 			if err == nil {
 				return fmt.Errorf("the dry run admitted the VM: %s", out)
@@ -157,24 +175,13 @@ func Run(t *testing.T, target Target) {
 		_, err := k.Run(ctx, nil, "apply", "-k", target.Fixtures)
 		return err
 	}), "KubeVirt: the fixtures admitted")
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		if t.Failed() {
-			dump(t, ctx, k, ns)
-		}
-		if _, err := k.Run(ctx, nil, "delete", "-k", target.Fixtures, "--ignore-not-found", "--wait=true", "--timeout=4m"); err != nil {
-			t.Logf("cluster: delete the fixtures: %v", err)
-		}
-	})
-
 	var vmi kubevirtv1.VirtualMachineInstance
 	require.NoError(t, eventually(ctx, 15*time.Minute, 2*time.Second, func() error {
 		if err := k.getJSON(ctx, &vmi, "-n", ns, "vmi", name); err != nil {
 			return err
 		}
 		if vmi.Status.Phase == kubevirtv1.Failed {
-			return fmt.Errorf("phase Failed") // ends only by the timeout, so the events are in the dump
+			return nil // ends the wait at once: checked below, and the cleanup dumps the events
 		}
 		for _, c := range vmi.Status.Conditions {
 			if c.Type == kubevirtv1.VirtualMachineInstanceReady && c.Status == corev1.ConditionTrue {
@@ -183,6 +190,7 @@ func Run(t *testing.T, target Target) {
 		}
 		return fmt.Errorf("phase %q, not Ready", vmi.Status.Phase)
 	}), "KubeVirt: VMI %s/%s Ready", ns, name)
+	require.NotEqual(t, kubevirtv1.Failed, vmi.Status.Phase, "KubeVirt: VMI %s/%s failed (the events are in the dump below)", ns, name)
 
 	bound, network, err := boundInterface(&vmi)
 	require.NoError(t, err, "cluster: the fixture's VM")
@@ -227,14 +235,14 @@ func Run(t *testing.T, target Target) {
 		assert.ElementsMatch(t, want, got, "sidecar: the addresses of %s (MAC %s) against pod-networks' %s\n%s",
 			bound.Name, bound.MacAddress, network, networkConfig)
 		userData, err := isoRootFile(image, "user-data")
-		require.NoError(t, err)
+		require.NoError(t, err, "KubeVirt: the cloud-init ISO")
 		users, err := userDataOf(&vmi)
 		require.NoError(t, err, "cluster: the fixture's VM")
 		parts, err := UserDataParts(userData)
 		require.NoError(t, err, "sidecar: user-data:\n%s", userData)
 		assert.Contains(t, parts, strings.TrimRight(users, "\n"), "sidecar: the user's user-data kept whole, as it is or as a part\n%s", userData)
 		metaData, err := isoRootFile(image, "meta-data")
-		require.NoError(t, err)
+		require.NoError(t, err, "KubeVirt: the cloud-init ISO")
 		assert.Contains(t, string(metaData), "instance-id", "KubeVirt: meta-data")
 	})
 
@@ -302,8 +310,8 @@ func userDataOf(vmi *kubevirtv1.VirtualMachineInstance) (string, error) {
 }
 
 // UserDataParts returns the parts of a user-data file, each without its trailing newlines: the parts of a MIME
-// multipart/mixed one (the form the sidecar merges the user's data into when it adds a part of its own), or the
-// whole file.
+// multipart/mixed one (the form the sidecar merges the user's data into when it adds a part of its own), base64
+// parts decoded, or the whole file. A part that is itself a multipart comes without its headers.
 func UserDataParts(userData []byte) ([]string, error) {
 	body := bufio.NewReader(bytes.NewReader(userData))
 	head, err := textproto.NewReader(body).ReadMIMEHeader()
@@ -321,7 +329,11 @@ func UserDataParts(userData []byte) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("user-data: multipart part %d: %w", len(parts)+1, err)
 		}
-		b, err := io.ReadAll(io.LimitReader(p, 16<<20))
+		var body io.Reader = p // quoted-printable is decoded by the reader itself
+		if strings.EqualFold(p.Header.Get("Content-Transfer-Encoding"), "base64") {
+			body = base64.NewDecoder(base64.StdEncoding, p)
+		}
+		b, err := io.ReadAll(io.LimitReader(body, 16<<20))
 		if err != nil {
 			return nil, fmt.Errorf("user-data: multipart part %d: %w", len(parts)+1, err)
 		}

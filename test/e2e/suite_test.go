@@ -181,6 +181,8 @@ func TestUserDataParts(t *testing.T) {
 			want: []string{"#cloud-config", "#cloud-config\nupdates:\n  network:\n    when: [boot-new-instance, boot]"}},
 		{name: "CRLF multipart", userData: "Content-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\n\r\n#cloud-config\r\nruncmd: [x]\r\n--b--\r\n",
 			want: []string{"#cloud-config\r\nruncmd: [x]"}},
+		{name: "a base64 part", userData: "Content-Type: multipart/mixed; boundary=b\n\n--b\nContent-Transfer-Encoding: base64\n\n" +
+			"I2Nsb3VkLWNvbmZpZwpob3N0bmFtZTogw6lsw6hu\n--b--\n", want: []string{"#cloud-config\nhostname: \u00e9l\u00e8n"}},
 		{name: "plain cloud-config", userData: "#cloud-config\npackages: [jq]\n", want: []string{"#cloud-config\npackages: [jq]"}},
 		{name: "a script", userData: "#!/bin/sh\necho hi\n", want: []string{"#!/bin/sh\necho hi"}},
 		{name: "multipart with no part", userData: "Content-Type: multipart/mixed; boundary=b\n\n--b--\n", err: "no part"},
