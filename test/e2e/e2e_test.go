@@ -101,20 +101,6 @@ func runErr(ctx context.Context, stdin []byte, name string, args ...string) ([]b
 	return stdout.Bytes(), nil
 }
 
-// kubectl runs kubectl against the kind cluster, failing the test on error.
-type kubectl struct {
-	t          *testing.T
-	kubeconfig string
-	// E2E_FIXTURES, E2E_NAMESPACE, E2E_VM: a kustomize directory of fixtures for that cluster's networks, in
-	// place of testdata/ (the suite's Target says what they hold).
-	fixtures, fixturesNamespace, fixturesVM string
-}
-
-func (k kubectl) run(ctx context.Context, args ...string) []byte {
-	k.t.Helper()
-	return run(k.t, ctx, nil, "kubectl", append([]string{"--kubeconfig", k.kubeconfig}, args...)...)
-}
-
 // The suite (suite.go) on a kind cluster this test makes, or on the cluster of E2E_KUBECONFIG.
 func TestE2E_VMBootsThroughTheSriovUDNBinding(t *testing.T) {
 	cfg := configFromEnv()
@@ -145,21 +131,21 @@ func TestE2E_VMBootsThroughTheSriovUDNBinding(t *testing.T) {
 	createCluster(t, ctx, cfg)
 	target.Kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
 	require.NoError(t, os.WriteFile(target.Kubeconfig, run(t, ctx, nil, "kind", "get", "kubeconfig", "--name", cfg.cluster), 0o600))
-	k := kubectl{t: t, kubeconfig: target.Kubeconfig}
+	k := Kubectl{Binary: "kubectl", Kubeconfig: target.Kubeconfig}
 
 	installCNIPlugins(t, ctx, cfg)
 	run(t, ctx, nil, "kind", "load", "docker-image", cfg.image, "--name", cfg.cluster)
 	installMultus(t, ctx, k, cfg)
 	installKubeVirt(t, ctx, k, cfg)
 
-	k.run(ctx, "apply", "-k", filepath.Join(root, "manifests", "overlays", "e2e"))
+	k.must(t, ctx, "apply", "-k", filepath.Join(root, "manifests", "overlays", "e2e"))
 	// The overlay names sriov-udn-binding:e2e; follow E2E_IMAGE if it says otherwise. The name must
 	// keep "sriov-udn-binding": that is how the MutatingAdmissionPolicy finds our container.
 	imagePatch, err := json.Marshal(map[string]any{"spec": map[string]any{"configuration": map[string]any{"network": map[string]any{
 		"binding": map[string]any{Binding: map[string]any{"sidecarImage": cfg.image}}}}}})
 	require.NoError(t, err)
-	k.run(ctx, "-n", "kubevirt", "patch", "kubevirt", "kubevirt", "--type", "merge", "-p", string(imagePatch))
-	k.run(ctx, "-n", "kubevirt", "wait", "kv", "kubevirt", "--for", "condition=Available", "--timeout=10m")
+	k.must(t, ctx, "-n", "kubevirt", "patch", "kubevirt", "kubevirt", "--type", "merge", "-p", string(imagePatch))
+	k.must(t, ctx, "-n", "kubevirt", "wait", "kv", "kubevirt", "--for", "condition=Available", "--timeout=10m")
 
 	Run(t, target)
 }
@@ -244,20 +230,20 @@ func installCNIPlugins(t *testing.T, ctx context.Context, cfg e2eConfig) {
 	}
 }
 
-func installMultus(t *testing.T, ctx context.Context, k kubectl, cfg e2eConfig) {
+func installMultus(t *testing.T, ctx context.Context, k Kubectl, cfg e2eConfig) {
 	t.Helper()
-	k.run(ctx, "apply", "-f", fmt.Sprintf(
+	k.must(t, ctx, "apply", "-f", fmt.Sprintf(
 		"https://raw.githubusercontent.com/k8snetworkplumbingwg/multus-cni/%s/deployments/multus-daemonset-thick.yml", cfg.multusVersion))
-	k.run(ctx, "-n", "kube-system", "rollout", "status", "daemonset/kube-multus-ds", "--timeout=10m")
+	k.must(t, ctx, "-n", "kube-system", "rollout", "status", "daemonset/kube-multus-ds", "--timeout=10m")
 }
 
-func installKubeVirt(t *testing.T, ctx context.Context, k kubectl, cfg e2eConfig) {
+func installKubeVirt(t *testing.T, ctx context.Context, k Kubectl, cfg e2eConfig) {
 	t.Helper()
 	base := "https://github.com/kubevirt/kubevirt/releases/download/" + cfg.kubevirtVersion
-	k.run(ctx, "apply", "-f", base+"/kubevirt-operator.yaml")
-	k.run(ctx, "apply", "-f", base+"/kubevirt-cr.yaml")
+	k.must(t, ctx, "apply", "-f", base+"/kubevirt-operator.yaml")
+	k.must(t, ctx, "apply", "-f", base+"/kubevirt-cr.yaml")
 	// kind nodes have no /dev/kvm (or it is not worth depending on): software emulation.
-	k.run(ctx, "-n", "kubevirt", "patch", "kubevirt", "kubevirt", "--type", "merge",
+	k.must(t, ctx, "-n", "kubevirt", "patch", "kubevirt", "kubevirt", "--type", "merge",
 		"-p", `{"spec":{"configuration":{"developerConfiguration":{"useEmulation":true}}}}`)
-	k.run(ctx, "-n", "kubevirt", "wait", "kv", "kubevirt", "--for", "condition=Available", "--timeout=20m")
+	k.must(t, ctx, "-n", "kubevirt", "wait", "kv", "kubevirt", "--for", "condition=Available", "--timeout=20m")
 }
