@@ -3,8 +3,9 @@ package downwardapi
 // The Multus network-status types below mirror, field for field and tag for tag, those of
 // github.com/k8snetworkplumbingwg/network-attachment-definition-client v1.7.7
 // (pkg/apis/k8s.cni.cncf.io/v1/types.go). They are ours so that the sidecar does not link
-// k8s.io/apimachinery through that package: it costs ~3 MiB of RSS in every VM pod. The test
-// module decodes the same documents with both and asserts equal results (test/downwardapi).
+// k8s.io/apimachinery through that package, which would add to the memory of every VM pod
+// (docs/footprint.md). The test module decodes the same documents with both and asserts equal results
+// (test/downwardapi).
 
 // Device-info types and version, as Multus writes them.
 const (

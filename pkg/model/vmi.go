@@ -8,7 +8,7 @@ import (
 
 // The VMI types below mirror the part of kubevirt.io/api core/v1 VirtualMachineInstance the sidecar
 // reads, with the same JSON names. They are ours so that the sidecar does not link kubevirt.io/api
-// and k8s.io/api: those packages cost ~5 MiB of RSS in every VM pod (test/bench). The test module
+// and k8s.io/api, which would add to the memory of every VM pod (docs/footprint.md). The test module
 // decodes KubeVirt-marshalled VMIs with DecodeVMI to prove the mirror reads what KubeVirt writes.
 
 // InterfaceStateAbsent is the interface state of a hot-unplugged interface (kubevirt.io/api).
