@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"sync"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/binding"
@@ -15,7 +14,7 @@ import (
 // serve wires watcher, binding and hook server, and runs until ctx is cancelled (a signal) or
 // virt-launcher calls Shutdown. Start-up never waits for DownwardAPI data.
 func serve(ctx context.Context, cfg config, stderr io.Writer) (err error) {
-	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	logger := newLogger(stderr, cfg.logLevel)
 	// Once logging began every line is JSON, the fatal one too.
 	defer func() {
 		if err != nil {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/hooks"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/migration"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
@@ -156,7 +155,7 @@ func (b *Binding) wait(ctx context.Context, hook string, need pipeline.Need) (*d
 	for _, m := range missing {
 		items = append(items, m.String())
 	}
-	b.log.Info("waiting for data", "hook", hook, "timeout", b.cfg.WaitTimeout, "missingCount", len(items), "missing", hooks.FirstNames(items))
+	b.log.Info("waiting for data", "hook", hook, "timeout", b.cfg.WaitTimeout, "missingCount", len(items), "missing", items)
 	snap, err := b.cfg.Snapshots.Wait(ctx, need)
 	if err != nil {
 		var missing *downwardapi.MissingError
@@ -208,12 +207,12 @@ func (b *Binding) syncCache(c pipeline.Cache, generation uint64) (ok bool) {
 	}
 	res, err := b.cfg.Cache.Sync(c.VMIUID, c.Spec, c.Bound, c.Primary)
 	if err != nil {
-		b.log.Warn("interface cache not fully written", "vmiUID", c.VMIUID, "generation", generation, "error", hooks.BoundedError(err))
+		b.log.Warn("interface cache not fully written", "vmiUID", c.VMIUID, "generation", generation, "error", err)
 	}
 	if len(res.Written)+len(res.Removed) > 0 {
 		b.log.Info("interface cache updated", "vmiUID", c.VMIUID, "generation", generation,
-			"writtenCount", len(res.Written), "written", hooks.FirstNames(res.Written),
-			"removedCount", len(res.Removed), "removed", hooks.FirstNames(res.Removed))
+			"writtenCount", len(res.Written), "written", res.Written,
+			"removedCount", len(res.Removed), "removed", res.Removed)
 	} else if err == nil {
 		b.log.Debug("interface cache checked", "vmiUID", c.VMIUID, "generation", generation, "unchanged", len(res.Unchanged))
 	}
@@ -310,7 +309,7 @@ func (b *Binding) refreshOnce() (ok bool) {
 	if err != nil {
 		// Bad or missing data: the entries written from earlier data stay (no flap originates here),
 		// and the next data change tries again; retrying the same data would fail the same way.
-		b.log.Warn("interface cache not refreshed", "generation", snap.Generation, "error", hooks.BoundedError(err))
+		b.log.Warn("interface cache not refreshed", "generation", snap.Generation, "error", err)
 		return true
 	}
 	if !b.syncCache(cache, snap.Generation) {

@@ -56,7 +56,7 @@ func logInterceptor(logger *slog.Logger) grpc.UnaryServerInterceptor {
 			outcome = "error"
 		}
 		if err != nil {
-			logger.Warn("hook call", append(attrs, "outcome", outcome, "error", boundedError(err))...)
+			logger.Warn("hook call", append(attrs, "outcome", outcome, "error", err)...)
 		} else {
 			logger.Info("hook call", append(attrs, "outcome", outcome)...)
 		}
