@@ -12,7 +12,6 @@ import (
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache"
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/migration"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/pipeline"
 )
@@ -79,7 +78,7 @@ func New(cfg Config) (*Binding, error) {
 // OnDefineDomain adds one <hostdev> per bound VF, waiting for device-info if it is not there yet.
 // It is idempotent: virt-launcher calls it several times per start (virtwrap/manager.go
 // allocateHotplugPorts), and on a migration target discards the result; there it refuses the
-// migration of a VMI with bound interfaces unless the VMI opts in (pkg/migration). The work is
+// migration of a VMI with bound interfaces unless the VMI opts in (checkMigrationTarget). The work is
 // pipeline.Call.OnDefineDomain's; `render` runs the same steps.
 func (b *Binding) OnDefineDomain(ctx context.Context, vmiJSON, domainXML []byte) ([]byte, error) {
 	call, err := b.newCall(vmiJSON)
@@ -87,9 +86,9 @@ func (b *Binding) OnDefineDomain(ctx context.Context, vmiJSON, domainXML []byte)
 		return nil, err
 	}
 	// On a migration target, before any wait: failing here fails KubeVirt's target preparation, so
-	// the source never detaches our VFs (pkg/migration).
+	// the source never detaches our VFs (checkMigrationTarget).
 	vmi := call.VMI()
-	if err := migration.CheckTarget(vmi, b.cfg.Options.BindingName); err != nil {
+	if err := checkMigrationTarget(vmi, b.cfg.Options.BindingName); err != nil {
 		b.log.Warn("live migration refused", "hook", pipeline.OnDefineDomain, "vmi", vmi.Namespace+"/"+vmi.Name,
 			"targetPod", vmi.Status.MigrationState.TargetPod)
 		return nil, statusError(&pipeline.Error{Hook: pipeline.OnDefineDomain, Kind: pipeline.FailedPrecondition, Err: err})
