@@ -1,11 +1,15 @@
 package main
 
 import (
+	"go/ast"
 	"go/build"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -17,13 +21,16 @@ import (
 const module = "github.com/sriov-udn-binding/sriov-udn-binding"
 
 // main owns flags, wiring, signals and printing; the work is pkg/'s, reached through pkg/pipeline, pkg/hooks
-// and pkg/binding. The steps' own packages (model, cloudinit, domain, netval, downwardapi, ifacecache) are pipeline's and
-// binding's to call: importing one here is how render once composed the pipeline a second time.
-func TestSidecarImports_OnlyPipelineHooksBindingAndItsOwn(t *testing.T) {
+// and pkg/binding. The steps' own packages (cloudinit, domain, netval, ifacecache) are pipeline's and
+// binding's to call: importing one here is how render once composed the pipeline a second time. model and
+// downwardapi are imported for the values the pipeline takes (valueUses says which), never to run a step.
+func TestSidecarImports_OnlyPipelineHooksBindingTheirValuesAndItsOwn(t *testing.T) {
 	allowed := []string{
 		module + "/pkg/pipeline",
 		module + "/pkg/hooks",
 		module + "/pkg/binding",
+		module + "/pkg/model",
+		module + "/pkg/downwardapi",
 		"go.yaml.in/yaml/v3", // render reads --pod and --vmi as YAML or JSON
 	}
 	pkg, err := build.Default.ImportDir(".", 0)
@@ -39,6 +46,51 @@ func TestSidecarImports_OnlyPipelineHooksBindingAndItsOwn(t *testing.T) {
 			assert.True(t, slices.Contains(allowed, imp), "cmd/sidecar imports %s: reach it through pkg/pipeline, pkg/hooks or pkg/binding", imp)
 		}
 	}
+}
+
+// What cmd/sidecar may name in model and downwardapi: the inputs it decodes for render and hands to the
+// pipeline, and the options it wires. Nothing there runs a step.
+var valueUses = map[string][]string{
+	"model":       {"VirtualMachineInstance", "DecodeVMI", "Options"},
+	"downwardapi": {"Snapshot", "SnapshotFromMaps"},
+}
+
+func TestSidecarImports_ModelAndDownwardAPI_OnlyForTheValuesThePipelineTakes(t *testing.T) {
+	pkg, err := build.Default.ImportDir(".", 0)
+	require.NoError(t, err)
+	fset := token.NewFileSet()
+	seen := 0
+	for _, name := range pkg.GoFiles {
+		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+		require.NoError(t, err)
+		local := map[string]string{} // the file's name for each of the two packages
+		for _, imp := range f.Imports {
+			path, _ := strconv.Unquote(imp.Path.Value)
+			for short := range valueUses {
+				if path == module+"/pkg/"+short {
+					local[short] = short
+					if imp.Name != nil {
+						local[imp.Name.Name] = short
+					}
+				}
+			}
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if id, ok := sel.X.(*ast.Ident); ok {
+				if short, ok := local[id.Name]; ok {
+					seen++
+					assert.Contains(t, valueUses[short], sel.Sel.Name, "%s: cmd/sidecar uses %s.%s: reach it through pkg/pipeline or pkg/binding",
+						fset.Position(sel.Pos()), short, sel.Sel.Name)
+				}
+			}
+			return true
+		})
+	}
+	require.NotZero(t, seen, "precondition: the command names model or downwardapi values")
 }
 
 // The transport sits on top: pkg/hooks adapts KubeVirt's messages to a Handler that pkg/binding implements

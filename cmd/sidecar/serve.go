@@ -8,7 +8,7 @@ import (
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/binding"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/hooks"
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/pipeline"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 )
 
 // serve wires watcher, binding and hook server, and runs until ctx is cancelled (a signal) or
@@ -30,7 +30,7 @@ func serve(ctx context.Context, cfg config, stderr io.Writer) (err error) {
 	defer watcher.Close()
 
 	bnd, err := binding.New(binding.Config{
-		Options:     pipeline.Options{BindingName: cfg.bindingName, PodIP: cfg.podIP},
+		Options:     model.Options{BindingName: cfg.bindingName, PodIP: cfg.podIP},
 		WaitTimeout: cfg.waitTimeout,
 		Snapshots:   watcher,
 		Cache:       binding.CacheDir(cfg.ifaceCacheDir, logger),

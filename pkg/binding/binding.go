@@ -118,7 +118,7 @@ func (b *Binding) PreCloudInitIso(ctx context.Context, vmiJSON, cloudInitData, n
 }
 
 func (b *Binding) newCall(vmiJSON []byte) (*pipeline.Call, error) {
-	vmi, err := pipeline.DecodeVMI(vmiJSON)
+	vmi, err := model.DecodeVMI(vmiJSON)
 	if err != nil {
 		return nil, statusError(&vmiError{err})
 	}

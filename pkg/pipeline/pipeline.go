@@ -47,18 +47,6 @@ type Need func(*downwardapi.Snapshot) []downwardapi.Missing
 // an error naming what is still missing (pkg/binding waits on the DownwardAPI watcher).
 type Wait func(ctx context.Context, hook string, need Need) (*downwardapi.Snapshot, error)
 
-// Options are the sidecar settings the pipeline needs.
-type Options = model.Options
-
-// Snapshot is the DownwardAPI data a call reads (pkg/downwardapi).
-type Snapshot = downwardapi.Snapshot
-
-// VMI is the VirtualMachineInstance a hook call carries, decoded (DecodeVMI).
-type VMI = model.VirtualMachineInstance
-
-// DecodeVMI decodes the VMI JSON of a hook call (or render's --vmi); errors name the field.
-func DecodeVMI(vmiJSON []byte) (*VMI, error) { return model.DecodeVMI(vmiJSON) }
-
 // steps are the three derivations a call makes at most once per snapshot or payload; tests count them.
 type steps struct {
 	derive func(*model.VirtualMachineInstance, *downwardapi.Snapshot, model.Options) *model.Derivation
@@ -92,7 +80,7 @@ type podNICResult struct {
 }
 
 // NewCall starts the pipeline of one call for vmi.
-func NewCall(vmi *VMI, opts Options) *Call {
+func NewCall(vmi *model.VirtualMachineInstance, opts model.Options) *Call {
 	return &Call{vmi: vmi, opts: opts, bound: model.BoundInterfaceNames(vmi, opts.BindingName), steps: realSteps()}
 }
 
@@ -100,7 +88,7 @@ func NewCall(vmi *VMI, opts Options) *Call {
 func (c *Call) Bound() bool { return len(c.bound) > 0 }
 
 // VMI is the call's VMI.
-func (c *Call) VMI() *VMI { return c.vmi }
+func (c *Call) VMI() *model.VirtualMachineInstance { return c.vmi }
 
 // derive is the model of the VMI for snap, derived once per snapshot.
 func (c *Call) derive(snap *downwardapi.Snapshot) *model.Derivation {
