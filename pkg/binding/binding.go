@@ -104,12 +104,12 @@ func (b *Binding) OnDefineDomain(ctx context.Context, vmiJSON, domainXML []byte)
 // PreCloudInitIso merges the guest network config of every bound interface into the user's
 // cloud-init, waiting for the annotations it needs. The work is pipeline.Call.PreCloudInitIso's;
 // `render` runs the same steps.
-func (b *Binding) PreCloudInitIso(ctx context.Context, vmiJSON, cloudInitData, noCloudSource []byte) ([]byte, []byte, error) {
+func (b *Binding) PreCloudInitIso(ctx context.Context, vmiJSON, cloudInitData []byte) ([]byte, []byte, error) {
 	call, err := b.newCall(vmiJSON)
 	if err != nil {
 		return nil, nil, err
 	}
-	data, source, warnings, err := call.PreCloudInitIso(ctx, cloudInitData, noCloudSource, b.wait)
+	data, source, warnings, err := call.PreCloudInitIso(ctx, cloudInitData, b.wait)
 	if err != nil {
 		return nil, nil, statusError(err)
 	}

@@ -120,7 +120,7 @@ type waitingHandler struct {
 	entered chan struct{}
 }
 
-func (h waitingHandler) PreCloudInitIso(ctx context.Context, _, _, _ []byte) ([]byte, []byte, error) {
+func (h waitingHandler) PreCloudInitIso(ctx context.Context, _, _ []byte) ([]byte, []byte, error) {
 	close(h.entered)
 	<-ctx.Done()
 	return nil, nil, status.FromContextError(ctx.Err()).Err()

@@ -145,8 +145,8 @@ func (c *Call) OnDefineDomain(ctx context.Context, domainXML []byte, wait Wait) 
 
 // PreCloudInitIso is that hook's work: wait for a MAC and an L3 entry per bound interface, then merge
 // their guest network config into the CloudInitData JSON; it returns the new CloudInitData, the legacy
-// CloudInitNoCloudSource JSON and the warnings that step can see.
-func (c *Call) PreCloudInitIso(ctx context.Context, cloudInitData, noCloudSource []byte, wait Wait) (data, source []byte, warnings []Warning, err error) {
+// CloudInitNoCloudSource JSON built from it (cloudinit.Result) and the warnings that step can see.
+func (c *Call) PreCloudInitIso(ctx context.Context, cloudInitData []byte, wait Wait) (data, source []byte, warnings []Warning, err error) {
 	snap, err := wait(ctx, PreCloudInitIso, c.cloudInitNeed())
 	if err != nil {
 		return nil, nil, nil, err
@@ -154,7 +154,7 @@ func (c *Call) PreCloudInitIso(ctx context.Context, cloudInitData, noCloudSource
 	if ended := ctxEnded(ctx, PreCloudInitIso); ended != nil {
 		return nil, nil, nil, ended
 	}
-	res, warnings, err := c.cloudInit(snap, cloudInitData, noCloudSource)
+	res, warnings, err := c.cloudInit(snap, cloudInitData)
 	if ended := ctxEnded(ctx, PreCloudInitIso); ended != nil {
 		return nil, nil, nil, ended // nobody waits for the result (the merge itself is bounded: cloudinit limits)
 	}
@@ -268,15 +268,15 @@ func (c *Call) podNICMAC(snap *downwardapi.Snapshot, domainXML []byte, doc *doma
 // cloudInit is PreCloudInitIso's work once the data is there: the guest network config of every bound
 // interface (and of the pod-network NIC, see model.FindPodNIC) merged into the CloudInitData JSON. With
 // nothing bound the data goes back as received, except that an empty UserData is filled
-// (cloudinit.Input.PassThrough).
-func (c *Call) cloudInit(snap *downwardapi.Snapshot, cloudInitData, noCloudSource []byte) (*cloudinit.Result, []Warning, error) {
+// (cloudinit.Input.PassThrough), with the legacy echo built from it. CloudInitData that does not decode
+// goes back as it came, without an echo (virt-launcher reads the echo only when CloudInitData has no
+// UserData or no metadata: manager.go preCloudInitIsoValidateResult).
+func (c *Call) cloudInit(snap *downwardapi.Snapshot, cloudInitData []byte) (*cloudinit.Result, []Warning, error) {
 	if !c.Bound() {
 		warnings := nothingBound(c.vmi, c.opts)
-		res := &cloudinit.Result{Data: cloudInitData, NoCloudSource: noCloudSource}
+		res := &cloudinit.Result{Data: cloudInitData}
 		if in, err := cloudinit.DecodeInput(cloudInitData); err == nil {
 			res.NetworkData = []byte(in.UserNetworkData())
-			// The echo is built from CloudInitData even when nothing changed: the hook server does not keep
-			// the request's copy of it (pkg/hooks wire.go).
 			if data, source, err := in.PassThrough(); err == nil {
 				res.Data, res.NoCloudSource = data, source
 			}

@@ -191,7 +191,7 @@ func (c *Call) Report(snap *downwardapi.Snapshot) *Report {
 	}
 
 	if hasVolume {
-		res, warnings, err := c.cloudInit(snap, ciData, nil)
+		res, warnings, err := c.cloudInit(snap, ciData)
 		if err != nil {
 			return failed(err)
 		}
