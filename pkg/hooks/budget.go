@@ -22,7 +22,8 @@ import (
 // Budget bounds, for the whole process, the bytes that requests hold: partly received messages, decoded
 // requests while their hook runs, and answers until their stream ends. gRPC has no such bound of its own:
 // it grants a stream a window as large as the message it announces (up to MaxRecvMsgSize) and keeps what
-// arrives until the message is whole, so 200 streams holding 2 MiB each took the sidecar past 400 MiB.
+// arrives until the message is whole, so many streams that each hold a part of a message take the sidecar
+// past any memory limit (docs/footprint.md "Figures behind the code").
 //
 // Where it lives: gRPC's tap (grpc.InTapHandle) runs when a stream's headers arrive, before any of its
 // data is read. There each stream reserves Limits.StreamReserve, the most it can cost; a stream that does

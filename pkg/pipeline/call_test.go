@@ -45,7 +45,7 @@ func readyWait(t *testing.T, snap *downwardapi.Snapshot) Wait {
 	}
 }
 
-// Issue 28: one PreCloudInitIso builds the model once, plans the NICs once and parses the user's
+// One PreCloudInitIso builds the model once, plans the NICs once and parses the user's
 // networkData once, whatever the datasource and whether the user gave networkData (before: 4 builds,
 // 3 plans, 3 parses).
 func TestPreCloudInitIso_OneCall_DerivesOncePlansOnceParsesOnce(t *testing.T) {

@@ -164,9 +164,8 @@ func (c *Call) PreCloudInitIso(ctx context.Context, cloudInitData []byte, wait W
 	return res.Data, res.NoCloudSource, warnings, nil
 }
 
-// parseDomain parses domainXML once for domainNeed and domain (a 4 MiB domain costs ~100 ms per parse;
-// parsing it once per bound interface burned 44 s of CPU for 400, issue 15). It returns nil when nothing
-// is bound: then the domain goes back untouched, unparsed. It stops when ctx ends.
+// parseDomain parses domainXML once for domainNeed and domain: one parse per bound interface costs
+// seconds of CPU for a large domain with hundreds of them (docs/footprint.md "Figures behind the code"). It returns nil when nothing is bound: then the domain goes back untouched, unparsed. It stops when ctx ends.
 func (c *Call) parseDomain(ctx context.Context, domainXML []byte) (*domain.Document, error) {
 	if !c.Bound() {
 		return nil, nil
