@@ -14,6 +14,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/binding"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/pipeline"
 )
 
@@ -109,7 +111,7 @@ func runRender(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	r := render(vmi, snap, pipeline.Options{BindingName: *bindingName, PodIP: *podIP})
+	r := render(vmi, snap, model.Options{BindingName: *bindingName, PodIP: *podIP})
 	if r.Failure != nil {
 		fmt.Fprintf(stderr, "render: the %s hook would fail: %s\n", r.Failure.Hook, r.Failure.Message)
 	}
@@ -151,7 +153,7 @@ func renderHint(args []string) string {
 	return ""
 }
 
-func renderInputs(sample bool, podFile, podInfoDir, deviceInfo, vmiFile string) (*pipeline.Snapshot, *pipeline.VMI, error) {
+func renderInputs(sample bool, podFile, podInfoDir, deviceInfo, vmiFile string) (*downwardapi.Snapshot, *model.VirtualMachineInstance, error) {
 	var podRaw, vmiRaw []byte
 	var err error
 	podFlag, vmiFlag := "--pod "+podFile, "--vmi "+vmiFile
@@ -301,12 +303,12 @@ func orDefault(s, def string) string {
 	return s
 }
 
-func decodeVMI(raw []byte) (*pipeline.VMI, error) {
+func decodeVMI(raw []byte) (*model.VirtualMachineInstance, error) {
 	js, err := objectJSON(raw, "VirtualMachineInstance", "spec", "kubectl get vmi NAME -o json")
 	if err != nil {
 		return nil, err
 	}
-	vmi, err := pipeline.DecodeVMI(js)
+	vmi, err := model.DecodeVMI(js)
 	if err != nil {
 		return nil, plainDecodeError(err)
 	}
@@ -322,7 +324,7 @@ func plainDecodeError(err error) error {
 	return err
 }
 
-func snapshotFromPod(raw []byte) (*pipeline.Snapshot, error) {
+func snapshotFromPod(raw []byte) (*downwardapi.Snapshot, error) {
 	js, err := objectJSON(raw, "Pod", "metadata", "kubectl get pod NAME -o json")
 	if err != nil {
 		return nil, err
@@ -336,11 +338,11 @@ func snapshotFromPod(raw []byte) (*pipeline.Snapshot, error) {
 	if err := json.Unmarshal(js, &pod); err != nil {
 		return nil, plainDecodeError(err)
 	}
-	return pipeline.SnapshotFromPod(pod.Metadata.Labels, pod.Metadata.Annotations), nil
+	return downwardapi.SnapshotFromMaps(pod.Metadata.Labels, pod.Metadata.Annotations), nil
 }
 
 // render is what the hooks would do for vmi and snap, with render's exit code.
-func render(vmi *pipeline.VMI, snap *pipeline.Snapshot, opts pipeline.Options) *pipeline.Report {
+func render(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, opts model.Options) *pipeline.Report {
 	r := pipeline.NewCall(vmi, opts).Report(snap)
 	r.ExitCode = map[string]int{pipeline.ResultWouldFail: exitHookFail, pipeline.ResultWaiting: exitWaiting}[r.Result]
 	return r

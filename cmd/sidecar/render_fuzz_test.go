@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/pipeline"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 )
 
 // FuzzRender feeds arbitrary pod and VMI documents (JSON or YAML) through render's decoding and the
@@ -29,6 +29,6 @@ func FuzzRender(f *testing.F) {
 		if err != nil {
 			return
 		}
-		_ = render(v, snap, pipeline.Options{BindingName: "sriov-udn"})
+		_ = render(v, snap, model.Options{BindingName: "sriov-udn"})
 	})
 }

@@ -35,8 +35,8 @@ func (s staticSnapshots) Next(ctx context.Context, _ uint64) (*downwardapi.Snaps
 
 // TestRenderAndHooks_OneAnswerOnRepeatedRuns runs render and both hooks many times on every fixture, each
 // time on a freshly parsed snapshot (Go randomises map order per map and per range): every run must give
-// the same report, the same hook outputs and the same errors (issue 30: the pod NIC's MAC was picked by
-// map order, and PreCloudInitIso and OnDefineDomain disagreed).
+// the same report, the same hook outputs and the same errors (the pod NIC's MAC was once picked by map
+// order, and PreCloudInitIso and OnDefineDomain disagreed).
 func TestRenderAndHooks_OneAnswerOnRepeatedRuns(t *testing.T) {
 	const runs = 12
 	for name, fx := range renderFixtures(t) {
@@ -64,7 +64,7 @@ func TestRenderAndHooks_OneAnswerOnRepeatedRuns(t *testing.T) {
 				require.NoError(t, err)
 				a := answer{Report: string(report)}
 				if hasVolume {
-					out, _, err := b.PreCloudInitIso(context.Background(), vmiJSON, ciData, nil)
+					out, _, err := b.PreCloudInitIso(context.Background(), vmiJSON, ciData)
 					a.CloudInit, a.CloudInitErr = string(out), errText(err)
 				}
 				out, err := b.OnDefineDomain(context.Background(), vmiJSON, []byte(pipeline.RenderDomainXML))

@@ -4,18 +4,17 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"sync"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/binding"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/hooks"
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/pipeline"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 )
 
 // serve wires watcher, binding and hook server, and runs until ctx is cancelled (a signal) or
 // virt-launcher calls Shutdown. Start-up never waits for DownwardAPI data.
 func serve(ctx context.Context, cfg config, stderr io.Writer) (err error) {
-	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	logger := newLogger(stderr, cfg.logLevel)
 	// Once logging began every line is JSON, the fatal one too.
 	defer func() {
 		if err != nil {
@@ -31,7 +30,7 @@ func serve(ctx context.Context, cfg config, stderr io.Writer) (err error) {
 	defer watcher.Close()
 
 	bnd, err := binding.New(binding.Config{
-		Options:     pipeline.Options{BindingName: cfg.bindingName, PodIP: cfg.podIP},
+		Options:     model.Options{BindingName: cfg.bindingName, PodIP: cfg.podIP},
 		WaitTimeout: cfg.waitTimeout,
 		Snapshots:   watcher,
 		Cache:       binding.CacheDir(cfg.ifaceCacheDir, logger),

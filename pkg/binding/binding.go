@@ -11,9 +11,7 @@ import (
 	"time"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/hooks"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache"
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/migration"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/pipeline"
 )
@@ -80,7 +78,7 @@ func New(cfg Config) (*Binding, error) {
 // OnDefineDomain adds one <hostdev> per bound VF, waiting for device-info if it is not there yet.
 // It is idempotent: virt-launcher calls it several times per start (virtwrap/manager.go
 // allocateHotplugPorts), and on a migration target discards the result; there it refuses the
-// migration of a VMI with bound interfaces unless the VMI opts in (pkg/migration). The work is
+// migration of a VMI with bound interfaces unless the VMI opts in (checkMigrationTarget). The work is
 // pipeline.Call.OnDefineDomain's; `render` runs the same steps.
 func (b *Binding) OnDefineDomain(ctx context.Context, vmiJSON, domainXML []byte) ([]byte, error) {
 	call, err := b.newCall(vmiJSON)
@@ -88,9 +86,9 @@ func (b *Binding) OnDefineDomain(ctx context.Context, vmiJSON, domainXML []byte)
 		return nil, err
 	}
 	// On a migration target, before any wait: failing here fails KubeVirt's target preparation, so
-	// the source never detaches our VFs (pkg/migration).
+	// the source never detaches our VFs (checkMigrationTarget).
 	vmi := call.VMI()
-	if err := migration.CheckTarget(vmi, b.cfg.Options.BindingName); err != nil {
+	if err := checkMigrationTarget(vmi, b.cfg.Options.BindingName); err != nil {
 		b.log.Warn("live migration refused", "hook", pipeline.OnDefineDomain, "vmi", vmi.Namespace+"/"+vmi.Name,
 			"targetPod", vmi.Status.MigrationState.TargetPod)
 		return nil, statusError(&pipeline.Error{Hook: pipeline.OnDefineDomain, Kind: pipeline.FailedPrecondition, Err: err})
@@ -106,12 +104,12 @@ func (b *Binding) OnDefineDomain(ctx context.Context, vmiJSON, domainXML []byte)
 // PreCloudInitIso merges the guest network config of every bound interface into the user's
 // cloud-init, waiting for the annotations it needs. The work is pipeline.Call.PreCloudInitIso's;
 // `render` runs the same steps.
-func (b *Binding) PreCloudInitIso(ctx context.Context, vmiJSON, cloudInitData, noCloudSource []byte) ([]byte, []byte, error) {
+func (b *Binding) PreCloudInitIso(ctx context.Context, vmiJSON, cloudInitData []byte) ([]byte, []byte, error) {
 	call, err := b.newCall(vmiJSON)
 	if err != nil {
 		return nil, nil, err
 	}
-	data, source, warnings, err := call.PreCloudInitIso(ctx, cloudInitData, noCloudSource, b.wait)
+	data, source, warnings, err := call.PreCloudInitIso(ctx, cloudInitData, b.wait)
 	if err != nil {
 		return nil, nil, statusError(err)
 	}
@@ -120,7 +118,7 @@ func (b *Binding) PreCloudInitIso(ctx context.Context, vmiJSON, cloudInitData, n
 }
 
 func (b *Binding) newCall(vmiJSON []byte) (*pipeline.Call, error) {
-	vmi, err := pipeline.DecodeVMI(vmiJSON)
+	vmi, err := model.DecodeVMI(vmiJSON)
 	if err != nil {
 		return nil, statusError(&vmiError{err})
 	}
@@ -156,7 +154,7 @@ func (b *Binding) wait(ctx context.Context, hook string, need pipeline.Need) (*d
 	for _, m := range missing {
 		items = append(items, m.String())
 	}
-	b.log.Info("waiting for data", "hook", hook, "timeout", b.cfg.WaitTimeout, "missingCount", len(items), "missing", hooks.FirstNames(items))
+	b.log.Info("waiting for data", "hook", hook, "timeout", b.cfg.WaitTimeout, "missingCount", len(items), "missing", items)
 	snap, err := b.cfg.Snapshots.Wait(ctx, need)
 	if err != nil {
 		var missing *downwardapi.MissingError
@@ -208,12 +206,12 @@ func (b *Binding) syncCache(c pipeline.Cache, generation uint64) (ok bool) {
 	}
 	res, err := b.cfg.Cache.Sync(c.VMIUID, c.Spec, c.Bound, c.Primary)
 	if err != nil {
-		b.log.Warn("interface cache not fully written", "vmiUID", c.VMIUID, "generation", generation, "error", hooks.BoundedError(err))
+		b.log.Warn("interface cache not fully written", "vmiUID", c.VMIUID, "generation", generation, "error", err)
 	}
 	if len(res.Written)+len(res.Removed) > 0 {
 		b.log.Info("interface cache updated", "vmiUID", c.VMIUID, "generation", generation,
-			"writtenCount", len(res.Written), "written", hooks.FirstNames(res.Written),
-			"removedCount", len(res.Removed), "removed", hooks.FirstNames(res.Removed))
+			"writtenCount", len(res.Written), "written", res.Written,
+			"removedCount", len(res.Removed), "removed", res.Removed)
 	} else if err == nil {
 		b.log.Debug("interface cache checked", "vmiUID", c.VMIUID, "generation", generation, "unchanged", len(res.Unchanged))
 	}
@@ -310,7 +308,7 @@ func (b *Binding) refreshOnce() (ok bool) {
 	if err != nil {
 		// Bad or missing data: the entries written from earlier data stay (no flap originates here),
 		// and the next data change tries again; retrying the same data would fail the same way.
-		b.log.Warn("interface cache not refreshed", "generation", snap.Generation, "error", hooks.BoundedError(err))
+		b.log.Warn("interface cache not refreshed", "generation", snap.Generation, "error", err)
 		return true
 	}
 	if !b.syncCache(cache, snap.Generation) {

@@ -38,7 +38,7 @@ func allocated(f func()) uint64 {
 	return after.TotalAlloc - before.TotalAlloc
 }
 
-// Issue 15 case 3: one parse of the domain per call, not one per bound interface (the sample VMI has
+// One parse of the domain per call, not one per bound interface (the sample VMI has
 // two bound interfaces, so a parse per interface allocates about three times what one Apply does).
 func TestOnDefineDomain_ParsesTheDomainOnce_NotOncePerBoundInterface(t *testing.T) {
 	annotations, vmi := loadSample(t)
@@ -62,7 +62,7 @@ func TestOnDefineDomain_ParsesTheDomainOnce_NotOncePerBoundInterface(t *testing.
 	assert.LessOrEqual(t, hook, onePass+onePass/2, "OnDefineDomain allocates more than one parse of the domain")
 }
 
-// Issue 15 case 3: a call whose client has gone does no work and says so.
+// A call whose client has gone does no work and says so.
 func TestOnDefineDomain_ContextEnded_ReturnsItsErrorAndNoDomain(t *testing.T) {
 	annotations, vmi := loadSample(t)
 	b := newTestBinding(t, annotations, nil)
@@ -74,14 +74,14 @@ func TestOnDefineDomain_ContextEnded_ReturnsItsErrorAndNoDomain(t *testing.T) {
 	assert.Equal(t, codes.Canceled, status.Code(err), "%v", err)
 }
 
-// Issue 15 case 2: PreCloudInitIso after its deadline returns the deadline, not a result nobody reads.
+// PreCloudInitIso after its deadline returns the deadline, not a result nobody reads.
 func TestPreCloudInitIso_ContextEnded_ReturnsItsError(t *testing.T) {
 	annotations, vmi := loadSample(t)
 	b := newTestBinding(t, annotations, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 0)
 	defer cancel()
 	<-ctx.Done()
-	data, _, err := b.PreCloudInitIso(ctx, vmi, []byte(noCloudInput), nil)
+	data, _, err := b.PreCloudInitIso(ctx, vmi, []byte(noCloudInput))
 	require.Error(t, err)
 	assert.Nil(t, data)
 	assert.Equal(t, codes.DeadlineExceeded, status.Code(err), "%v", err)

@@ -3,6 +3,6 @@
 // Snapshots when kubelet swaps a volume's ..data symlink. It never polls, never blocks start-up waiting
 // for data and never panics on hostile input. Directories that do not exist yet are handled by watching
 // their nearest existing ancestor and moving the watch down on Create (and back up on Remove/Rename).
-// Called by pkg/binding (NewWatcher, Snapshot, Wait, Next, Close), pkg/model (which reads the Snapshots) and
-// pkg/pipeline (SnapshotFromMaps for render).
+// Called by pkg/binding (NewWatcher, Snapshot, Wait, Next, Close), pkg/model and pkg/pipeline (which read
+// the Snapshots) and cmd/sidecar render (SnapshotFromMaps, from a pod's JSON).
 package downwardapi

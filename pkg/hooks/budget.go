@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -21,7 +22,8 @@ import (
 // Budget bounds, for the whole process, the bytes that requests hold: partly received messages, decoded
 // requests while their hook runs, and answers until their stream ends. gRPC has no such bound of its own:
 // it grants a stream a window as large as the message it announces (up to MaxRecvMsgSize) and keeps what
-// arrives until the message is whole, so 200 streams holding 2 MiB each took the sidecar past 400 MiB.
+// arrives until the message is whole, so many streams that each hold a part of a message take the sidecar
+// past any memory limit (docs/footprint.md "Figures behind the code").
 //
 // Where it lives: gRPC's tap (grpc.InTapHandle) runs when a stream's headers arrive, before any of its
 // data is read. There each stream reserves Limits.StreamReserve, the most it can cost; a stream that does
@@ -40,7 +42,7 @@ type Budget struct {
 	limit, reserve int64
 	timeout        time.Duration
 	log            *slog.Logger
-	slots          chan struct{}
+	slots          *semaphore.Weighted
 
 	mu      sync.Mutex
 	held    int64
@@ -50,51 +52,51 @@ type Budget struct {
 // NewBudget returns a budget of limits.BudgetBytes, reserving limits.StreamReserve() per stream.
 func NewBudget(limits Limits, logger *slog.Logger) *Budget {
 	return &Budget{limit: limits.BudgetBytes, reserve: limits.StreamReserve(), timeout: limits.ReceiveTimeout, log: logger,
-		slots: make(chan struct{}, max(limits.Connections, 1))}
+		slots: semaphore.NewWeighted(int64(max(limits.Connections, 1)))}
 }
 
 // listener accepts from ln while the process holds fewer connections than its slots; the next connection
 // waits in the listen backlog until one closes (an idle or silent one does, within the limits). It is
-// golang.org/x/net/netutil's LimitListener with the slots shared by every socket of the process.
+// golang.org/x/net/netutil's LimitListener, whose slots belong to one listener, with the slots a semaphore
+// that every socket of the process shares.
 func (b *Budget) listener(ln net.Listener) net.Listener {
-	return &limitListener{Listener: ln, slots: b.slots, done: make(chan struct{})}
+	closed, closeFn := context.WithCancel(context.Background())
+	return &limitListener{Listener: ln, slots: b.slots, closed: closed, close: closeFn}
 }
 
 type limitListener struct {
 	net.Listener
-	slots chan struct{}
-	done  chan struct{}
-	once  sync.Once
+	slots  *semaphore.Weighted
+	closed context.Context // done once Close is called: an Accept waiting for a slot returns
+	close  context.CancelFunc
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.slots <- struct{}{}:
-	case <-l.done:
+	if l.slots.Acquire(l.closed, 1) != nil {
 		return nil, net.ErrClosed
 	}
 	c, err := l.Listener.Accept()
 	if err != nil {
-		<-l.slots
+		l.slots.Release(1)
 		return nil, err
 	}
-	return &limitedConn{Conn: c, release: func() { <-l.slots }}, nil
+	return &limitedConn{Conn: c, release: sync.OnceFunc(func() { l.slots.Release(1) })}, nil
 }
 
 func (l *limitListener) Close() error {
-	l.once.Do(func() { close(l.done) })
+	l.close()
 	return l.Listener.Close()
 }
 
+// limitedConn gives its slot back on its first Close.
 type limitedConn struct {
 	net.Conn
-	once    sync.Once
 	release func()
 }
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.release)
+	c.release()
 	return err
 }
 

@@ -22,7 +22,7 @@ type infoServer struct {
 }
 
 // Info answers at once and never touches data: virt-launcher gives it one second and aborts (the
-// pod fails) on any error (manager.go processSideCarSocket, kubevirt issue #1696).
+// pod fails) on any error (manager.go processSideCarSocket).
 func (s infoServer) Info(context.Context, *info.InfoParams) (*info.InfoResult, error) {
 	names := HookPoints()
 	points := make([]*info.HookPoint, 0, len(names))
@@ -51,7 +51,7 @@ func (s v1alpha3Server) OnDefineDomain(ctx context.Context, p *hooksv1alpha3.OnD
 }
 
 func (s v1alpha3Server) PreCloudInitIso(ctx context.Context, p *hooksv1alpha3.PreCloudInitIsoParams) (*hooksv1alpha3.PreCloudInitIsoResult, error) {
-	data, source, err := s.handler.PreCloudInitIso(ctx, p.GetVmi(), p.GetCloudInitData(), p.GetCloudInitNoCloudSource())
+	data, source, err := s.handler.PreCloudInitIso(ctx, p.GetVmi(), p.GetCloudInitData())
 	if err != nil {
 		return nil, err
 	}
@@ -83,9 +83,7 @@ func (s v1alpha2Server) OnDefineDomain(ctx context.Context, p *hooksv1alpha2.OnD
 }
 
 func (s v1alpha2Server) PreCloudInitIso(ctx context.Context, p *hooksv1alpha2.PreCloudInitIsoParams) (*hooksv1alpha2.PreCloudInitIsoResult, error) {
-	res, err := s.v3.PreCloudInitIso(ctx, &hooksv1alpha3.PreCloudInitIsoParams{
-		Vmi: p.GetVmi(), CloudInitData: p.GetCloudInitData(), CloudInitNoCloudSource: p.GetCloudInitNoCloudSource(),
-	})
+	res, err := s.v3.PreCloudInitIso(ctx, &hooksv1alpha3.PreCloudInitIsoParams{Vmi: p.GetVmi(), CloudInitData: p.GetCloudInitData()})
 	if err != nil {
 		return nil, err
 	}

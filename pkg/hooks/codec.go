@@ -23,8 +23,7 @@ import (
 //     virt-launcher logs it and the VM start fails;
 //   - PreCloudInitIsoParams is decoded without its legacy cloudInitNoCloudSource copy (requestpb): the answer's
 //     copy is built from CloudInitData (cloudinit.Input), and the skipped field is half of what a large user
-//     data costs. For 1 MiB of '<', '>' and '&' (12 MiB on the wire) the sidecar's peak RSS was 50 MiB with
-//     the whole message decoded.
+//     data costs (docs/footprint.md "Figures behind the code").
 type requestCodec struct {
 	proto                 encoding.CodecV2
 	cloudInitLimit, limit int

@@ -10,12 +10,15 @@ type Handler interface {
 	// it must be idempotent.
 	OnDefineDomain(ctx context.Context, vmiJSON, domainXML []byte) ([]byte, error)
 	// PreCloudInitIso returns the CloudInitData JSON and the legacy CloudInitNoCloudSource JSON to
-	// hand back (pkg/hooks/manager.go preCloudInitIsoValidateResult reads both).
-	PreCloudInitIso(ctx context.Context, vmiJSON, cloudInitData, noCloudSource []byte) (newCloudInitData, newNoCloudSource []byte, err error)
+	// hand back (pkg/hooks/manager.go preCloudInitIsoValidateResult reads the second only when the first
+	// has no UserData or no metadata). The request's own CloudInitNoCloudSource is a copy of
+	// CloudInitData's user data and networkData (manager.go preCloudInitIsoDataToJSON): it is never
+	// decoded (codec.go), so the Handler gets CloudInitData alone.
+	PreCloudInitIso(ctx context.Context, vmiJSON, cloudInitData []byte) (newCloudInitData, noCloudSource []byte, err error)
 }
 
 // PassThrough is the Handler that changes nothing: the domain and the cloud-init data go back
-// exactly as received.
+// exactly as received, with no legacy echo.
 type PassThrough struct{}
 
 // OnDefineDomain returns domainXML unchanged.
@@ -23,7 +26,7 @@ func (PassThrough) OnDefineDomain(_ context.Context, _, domainXML []byte) ([]byt
 	return domainXML, nil
 }
 
-// PreCloudInitIso returns both payloads unchanged.
-func (PassThrough) PreCloudInitIso(_ context.Context, _, cloudInitData, noCloudSource []byte) ([]byte, []byte, error) {
-	return cloudInitData, noCloudSource, nil
+// PreCloudInitIso returns cloudInitData unchanged.
+func (PassThrough) PreCloudInitIso(_ context.Context, _, cloudInitData []byte) ([]byte, []byte, error) {
+	return cloudInitData, nil, nil
 }

@@ -31,7 +31,7 @@ func recoverInterceptor(logger *slog.Logger) grpc.UnaryServerInterceptor {
 // logInterceptor writes one line per call: method, version, duration and outcome. The outcome is
 // what the client got: a call whose context ended (deadline passed, client gone) is reported as
 // such, and returns the context's status even when the handler finished without error, since
-// virt-launcher has stopped waiting for it (a handler that ran 9.6 s past a 2 s deadline once logged
+// virt-launcher has stopped waiting for it (a handler that ran seconds past its deadline once logged
 // "ok"). It also marks the call as served, for the refusal log (refused.go).
 func logInterceptor(logger *slog.Logger) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -56,7 +56,7 @@ func logInterceptor(logger *slog.Logger) grpc.UnaryServerInterceptor {
 			outcome = "error"
 		}
 		if err != nil {
-			logger.Warn("hook call", append(attrs, "outcome", outcome, "error", boundedError(err))...)
+			logger.Warn("hook call", append(attrs, "outcome", outcome, "error", err)...)
 		} else {
 			logger.Info("hook call", append(attrs, "outcome", outcome)...)
 		}

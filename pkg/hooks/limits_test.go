@@ -44,7 +44,7 @@ func (a answering) OnDefineDomain(context.Context, []byte, []byte) ([]byte, erro
 	return a.domain, nil
 }
 
-func (a answering) PreCloudInitIso(context.Context, []byte, []byte, []byte) ([]byte, []byte, error) {
+func (a answering) PreCloudInitIso(context.Context, []byte, []byte) ([]byte, []byte, error) {
 	return a.data, a.source, nil
 }
 

@@ -57,7 +57,7 @@ func (h *refusedLogger) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	if !ok || tag.served.Load() {
 		return // the interceptors logged it
 	}
-	attrs := []any{"hook", path.Base(tag.method), "service", path.Dir(tag.method), "code", status.Code(end.Error).String(), "error", boundedError(end.Error)}
+	attrs := []any{"hook", path.Base(tag.method), "service", path.Dir(tag.method), "code", status.Code(end.Error).String(), "error", end.Error}
 	if status.Code(end.Error) == codes.Canceled {
 		h.log.Debug("hook call ended by the client before its request arrived", attrs...)
 		return

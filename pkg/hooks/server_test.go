@@ -173,7 +173,7 @@ type blockingHandler struct {
 	entered chan struct{}
 }
 
-func (h blockingHandler) PreCloudInitIso(ctx context.Context, _, _, _ []byte) ([]byte, []byte, error) {
+func (h blockingHandler) PreCloudInitIso(ctx context.Context, _, _ []byte) ([]byte, []byte, error) {
 	close(h.entered)
 	<-ctx.Done()
 	return nil, nil, ctx.Err()

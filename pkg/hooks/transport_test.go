@@ -120,7 +120,7 @@ type waitingHandler struct {
 	entered chan struct{}
 }
 
-func (h waitingHandler) PreCloudInitIso(ctx context.Context, _, _, _ []byte) ([]byte, []byte, error) {
+func (h waitingHandler) PreCloudInitIso(ctx context.Context, _, _ []byte) ([]byte, []byte, error) {
 	close(h.entered)
 	<-ctx.Done()
 	return nil, nil, status.FromContextError(ctx.Err()).Err()
@@ -260,4 +260,57 @@ func TestTransport_ConnectionsPastTheCap_WaitUntilOneCloses(t *testing.T) {
 	assert.Error(t, tr.info(500*time.Millisecond), "a third connection was served while two were open")
 	_ = held[0].conn.Close()
 	require.NoError(t, tr.info(5*time.Second), "served once a connection closed")
+}
+
+// The connection slots belong to the process, not to a socket: connections held on the hook socket keep the
+// Plugin API socket's next one waiting too, until one of them closes (what netutil.LimitListener, whose
+// slots are its listener's own, cannot do).
+func TestBudget_ConnectionSlots_SharedByEverySocket(t *testing.T) {
+	l := DefaultLimits()
+	l.Connections = 2
+	b := NewBudget(l, slog.New(slog.DiscardHandler))
+	listen := func(name string) (net.Listener, string) {
+		path := shortTempDir(t) + "/" + name
+		ln, err := net.Listen("unix", path)
+		require.NoError(t, err)
+		limited := b.listener(ln)
+		t.Cleanup(func() { _ = limited.Close() })
+		return limited, path
+	}
+	hook, hookPath := listen("hook.sock")
+	plugin, pluginPath := listen("plugin.sock")
+	accept := func(ln net.Listener) <-chan net.Conn {
+		ch := make(chan net.Conn, 1)
+		go func() {
+			c, err := ln.Accept()
+			if err == nil {
+				ch <- c
+			}
+		}()
+		return ch
+	}
+	var held []net.Conn
+	for range 2 {
+		c, err := net.Dial("unix", hookPath)
+		require.NoError(t, err)
+		defer func() { _ = c.Close() }()
+		held = append(held, <-accept(hook))
+	}
+	c, err := net.Dial("unix", pluginPath) // waits in the plugin socket's backlog
+	require.NoError(t, err)
+	defer func() { _ = c.Close() }()
+	third := accept(plugin)
+	select {
+	case <-third:
+		t.Fatal("the plugin socket accepted a third connection while the hook socket held both slots")
+	case <-time.After(200 * time.Millisecond):
+	}
+	require.NoError(t, held[0].Close())
+	select {
+	case conn := <-third:
+		_ = conn.Close()
+	case <-time.After(5 * time.Second):
+		t.Fatal("the plugin socket's connection was not accepted once a hook connection closed")
+	}
+	_ = held[1].Close()
 }

@@ -45,7 +45,7 @@ func readyWait(t *testing.T, snap *downwardapi.Snapshot) Wait {
 	}
 }
 
-// Issue 28: one PreCloudInitIso builds the model once, plans the NICs once and parses the user's
+// One PreCloudInitIso builds the model once, plans the NICs once and parses the user's
 // networkData once, whatever the datasource and whether the user gave networkData (before: 4 builds,
 // 3 plans, 3 parses).
 func TestPreCloudInitIso_OneCall_DerivesOncePlansOnceParsesOnce(t *testing.T) {
@@ -68,7 +68,7 @@ func TestPreCloudInitIso_OneCall_DerivesOncePlansOnceParsesOnce(t *testing.T) {
 			require.NoError(t, err)
 			var n stepCounts
 			snap := snapOf("02:00:00:00:01:01")
-			out, _, _, err := countingCall(tc.vmi, &n).PreCloudInitIso(context.Background(), data, nil, readyWait(t, snap))
+			out, _, _, err := countingCall(tc.vmi, &n).PreCloudInitIso(context.Background(), data, readyWait(t, snap))
 			require.NoError(t, err)
 			assert.Contains(t, string(out), tc.wantNIC, "precondition: the merge ran")
 			assert.Equal(t, stepCounts{derive: 1, plan: 1, parse: 1}, n)
@@ -109,7 +109,7 @@ func TestPreCloudInitIso_Waiting_DerivesOncePerSnapshot(t *testing.T) {
 		return ready, nil
 	}
 	var n stepCounts
-	_, _, _, err := countingCall(vmi, &n).PreCloudInitIso(context.Background(), []byte(`{"DataSource":"noCloud","UserData":"#cloud-config\n"}`), nil, wait)
+	_, _, _, err := countingCall(vmi, &n).PreCloudInitIso(context.Background(), []byte(`{"DataSource":"noCloud","UserData":"#cloud-config\n"}`), wait)
 	require.NoError(t, err)
 	assert.Equal(t, stepCounts{derive: 2, plan: 1, parse: 1}, n)
 }

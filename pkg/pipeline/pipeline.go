@@ -47,18 +47,6 @@ type Need func(*downwardapi.Snapshot) []downwardapi.Missing
 // an error naming what is still missing (pkg/binding waits on the DownwardAPI watcher).
 type Wait func(ctx context.Context, hook string, need Need) (*downwardapi.Snapshot, error)
 
-// Options are the sidecar settings the pipeline needs.
-type Options = model.Options
-
-// Snapshot is the DownwardAPI data a call reads (pkg/downwardapi).
-type Snapshot = downwardapi.Snapshot
-
-// VMI is the VirtualMachineInstance a hook call carries, decoded (DecodeVMI).
-type VMI = model.VirtualMachineInstance
-
-// DecodeVMI decodes the VMI JSON of a hook call (or render's --vmi); errors name the field.
-func DecodeVMI(vmiJSON []byte) (*VMI, error) { return model.DecodeVMI(vmiJSON) }
-
 // steps are the three derivations a call makes at most once per snapshot or payload; tests count them.
 type steps struct {
 	derive func(*model.VirtualMachineInstance, *downwardapi.Snapshot, model.Options) *model.Derivation
@@ -92,7 +80,7 @@ type podNICResult struct {
 }
 
 // NewCall starts the pipeline of one call for vmi.
-func NewCall(vmi *VMI, opts Options) *Call {
+func NewCall(vmi *model.VirtualMachineInstance, opts model.Options) *Call {
 	return &Call{vmi: vmi, opts: opts, bound: model.BoundInterfaceNames(vmi, opts.BindingName), steps: realSteps()}
 }
 
@@ -100,7 +88,7 @@ func NewCall(vmi *VMI, opts Options) *Call {
 func (c *Call) Bound() bool { return len(c.bound) > 0 }
 
 // VMI is the call's VMI.
-func (c *Call) VMI() *VMI { return c.vmi }
+func (c *Call) VMI() *model.VirtualMachineInstance { return c.vmi }
 
 // derive is the model of the VMI for snap, derived once per snapshot.
 func (c *Call) derive(snap *downwardapi.Snapshot) *model.Derivation {
@@ -157,8 +145,8 @@ func (c *Call) OnDefineDomain(ctx context.Context, domainXML []byte, wait Wait) 
 
 // PreCloudInitIso is that hook's work: wait for a MAC and an L3 entry per bound interface, then merge
 // their guest network config into the CloudInitData JSON; it returns the new CloudInitData, the legacy
-// CloudInitNoCloudSource JSON and the warnings that step can see.
-func (c *Call) PreCloudInitIso(ctx context.Context, cloudInitData, noCloudSource []byte, wait Wait) (data, source []byte, warnings []Warning, err error) {
+// CloudInitNoCloudSource JSON built from it (cloudinit.Result) and the warnings that step can see.
+func (c *Call) PreCloudInitIso(ctx context.Context, cloudInitData []byte, wait Wait) (data, source []byte, warnings []Warning, err error) {
 	snap, err := wait(ctx, PreCloudInitIso, c.cloudInitNeed())
 	if err != nil {
 		return nil, nil, nil, err
@@ -166,7 +154,7 @@ func (c *Call) PreCloudInitIso(ctx context.Context, cloudInitData, noCloudSource
 	if ended := ctxEnded(ctx, PreCloudInitIso); ended != nil {
 		return nil, nil, nil, ended
 	}
-	res, warnings, err := c.cloudInit(snap, cloudInitData, noCloudSource)
+	res, warnings, err := c.cloudInit(snap, cloudInitData)
 	if ended := ctxEnded(ctx, PreCloudInitIso); ended != nil {
 		return nil, nil, nil, ended // nobody waits for the result (the merge itself is bounded: cloudinit limits)
 	}
@@ -176,9 +164,8 @@ func (c *Call) PreCloudInitIso(ctx context.Context, cloudInitData, noCloudSource
 	return res.Data, res.NoCloudSource, warnings, nil
 }
 
-// parseDomain parses domainXML once for domainNeed and domain (a 4 MiB domain costs ~100 ms per parse;
-// parsing it once per bound interface burned 44 s of CPU for 400, issue 15). It returns nil when nothing
-// is bound: then the domain goes back untouched, unparsed. It stops when ctx ends.
+// parseDomain parses domainXML once for domainNeed and domain: one parse per bound interface costs
+// seconds of CPU for a large domain with hundreds of them (docs/footprint.md "Figures behind the code"). It returns nil when nothing is bound: then the domain goes back untouched, unparsed. It stops when ctx ends.
 func (c *Call) parseDomain(ctx context.Context, domainXML []byte) (*domain.Document, error) {
 	if !c.Bound() {
 		return nil, nil
@@ -280,15 +267,15 @@ func (c *Call) podNICMAC(snap *downwardapi.Snapshot, domainXML []byte, doc *doma
 // cloudInit is PreCloudInitIso's work once the data is there: the guest network config of every bound
 // interface (and of the pod-network NIC, see model.FindPodNIC) merged into the CloudInitData JSON. With
 // nothing bound the data goes back as received, except that an empty UserData is filled
-// (cloudinit.Input.PassThrough).
-func (c *Call) cloudInit(snap *downwardapi.Snapshot, cloudInitData, noCloudSource []byte) (*cloudinit.Result, []Warning, error) {
+// (cloudinit.Input.PassThrough), with the legacy echo built from it. CloudInitData that does not decode
+// goes back as it came, without an echo (virt-launcher reads the echo only when CloudInitData has no
+// UserData or no metadata: manager.go preCloudInitIsoValidateResult).
+func (c *Call) cloudInit(snap *downwardapi.Snapshot, cloudInitData []byte) (*cloudinit.Result, []Warning, error) {
 	if !c.Bound() {
 		warnings := nothingBound(c.vmi, c.opts)
-		res := &cloudinit.Result{Data: cloudInitData, NoCloudSource: noCloudSource}
+		res := &cloudinit.Result{Data: cloudInitData}
 		if in, err := cloudinit.DecodeInput(cloudInitData); err == nil {
 			res.NetworkData = []byte(in.UserNetworkData())
-			// The echo is built from CloudInitData even when nothing changed: the hook server does not keep
-			// the request's copy of it (pkg/hooks wire.go).
 			if data, source, err := in.PassThrough(); err == nil {
 				res.Data, res.NoCloudSource = data, source
 			}

@@ -29,12 +29,6 @@ const (
 // log that as a failed refresh instead (pkg/binding RefreshCache).
 const warnInterfaceCache = "interface-cache"
 
-// SnapshotFromPod is the snapshot of a pod's labels and annotations (kubectl get pod -o json), as the
-// pod-info DownwardAPI volume would give it.
-func SnapshotFromPod(labels, annotations map[string]string) *downwardapi.Snapshot {
-	return downwardapi.SnapshotFromMaps(labels, annotations)
-}
-
 // ValidPodIP reports whether s (env MY_POD_IP, render's --pod-ip) is an IP address.
 func ValidPodIP(s string) bool {
 	_, err := netval.ParseAddr(strings.TrimSpace(s))
@@ -197,7 +191,7 @@ func (c *Call) Report(snap *downwardapi.Snapshot) *Report {
 	}
 
 	if hasVolume {
-		res, warnings, err := c.cloudInit(snap, ciData, nil)
+		res, warnings, err := c.cloudInit(snap, ciData)
 		if err != nil {
 			return failed(err)
 		}

@@ -26,8 +26,8 @@ func Domain(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, opts 
 	return NewCall(vmi, opts).domain(snap, domainXML, doc)
 }
 
-func CloudInit(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, opts model.Options, cloudInitData, noCloudSource []byte) (data, source []byte, warnings []Warning, err error) {
-	res, warnings, err := NewCall(vmi, opts).cloudInit(snap, cloudInitData, noCloudSource)
+func CloudInit(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, opts model.Options, cloudInitData []byte) (data, source []byte, warnings []Warning, err error) {
+	res, warnings, err := NewCall(vmi, opts).cloudInit(snap, cloudInitData)
 	if err != nil {
 		return nil, nil, nil, err
 	}
