@@ -4,6 +4,6 @@
 // limits a possibly hostile peer meets (limits.go, the process-wide request budget in budget.go, the decode
 // limit in codec.go). It translates between KubeVirt's messages and the Handler's bytes only: what an error
 // means, and its gRPC code, is the Handler's (pkg/binding). It must never block Info, never let a panic
-// escape, and never leave its socket behind on a clean exit. Called by cmd/sidecar only (wiring): it sits on
-// top, and pkg/binding implements its Handler without importing it (cmd/sidecar imports_test.go).
+// escape, and never leave its socket behind on a clean exit. Called by cmd/sidecar only (wiring). It sits on
+// top: the handler package implements its Handler without importing it (cmd/sidecar imports_test.go).
 package hooks

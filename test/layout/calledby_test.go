@@ -112,5 +112,5 @@ func TestDocGo_CalledByNamesExactlyTheImporters(t *testing.T) {
 		assert.Equal(t, want, named, "%s/doc.go: \"Called by\" against go list's importers", rel)
 		checked++
 	}
-	assert.GreaterOrEqual(t, checked, 12, "precondition: the module's packages were checked")
+	assert.GreaterOrEqual(t, checked, 11, "precondition: the module's packages were checked")
 }
