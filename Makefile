@@ -14,6 +14,8 @@ CONTAINER_TOOL ?= $(shell command -v podman >/dev/null 2>&1 && echo podman || ec
 STATICCHECK  := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # golangci-lint v2.15.0 builds with Go 1.26; `go run pkg@version` caches the built tool after the first run.
 GOLANGCI_LINT := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
+# actionlint checks .github/workflows (the release workflow); built from the Go module proxy like the two above.
+ACTIONLINT   := github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
 LDFLAGS      := -s -w -X main.version=$(VERSION)
 # grpc-go's own build tag that leaves out golang.org/x/net/trace (and with it html/template, whose reflection
 # keeps every exported method linked): the binary 12.3 -> 9.0 MB, PSS with 4 copies idle 4.5 -> 3.9 MiB, idle
@@ -168,10 +170,11 @@ bench-micro: ## Go micro-benchmarks of every package
 	go test -run '^$$' -bench . -benchmem ./...
 	cd test && go test -run '^$$' -bench . -benchmem $$(go list ./... | grep -v /guest)
 
-lint: tidy-check generate-check ## gofmt, go vet, staticcheck, golangci-lint (pinned; .golangci.yml: import groups, banned calls) on every module
+lint: tidy-check generate-check ## gofmt, go vet, staticcheck, golangci-lint (pinned; .golangci.yml: import groups, banned calls) on every module; actionlint on .github/workflows
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@set -e; for m in $(MODULES); do echo "== $$m"; (cd $$m && go vet ./... && go run $(STATICCHECK) ./... && go run $(GOLANGCI_LINT) fmt --config $(CURDIR)/.golangci.yml --diff ./...); done
 	go run $(GOLANGCI_LINT) run ./...
+	go run $(ACTIONLINT) .github/workflows/*.yaml
 
 # The Go protobuf plugins that generate pkg/hooks/pluginv1alpha1 and pkg/hooks/requestpb; protoc itself is Debian's
 # protobuf-compiler (3.21.12 on bookworm), which .ci/run installs.
