@@ -48,9 +48,10 @@ func editCorpus(t testing.TB) []corpusDomain {
 	list := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "kubevirt.io/kubevirt")
 	list.Env = append(os.Environ(), "GOPROXY=off") // the module cache's copy or nothing
 	if out, err := list.Output(); err == nil && len(bytes.TrimSpace(out)) > 0 {
-		dir := filepath.Join(strings.TrimSpace(string(out)), "pkg/virt-launcher/virtwrap")
-		files, _ := filepath.Glob(filepath.Join(dir, "*/testdata/domain_*.xml.tmpl"))
-		files = append(files, filepath.Join(dir, "testdata/migration_domain.xml"))
+		dir := filepath.Join(strings.TrimSpace(string(out)), "pkg")
+		files, _ := filepath.Glob(filepath.Join(dir, "virt-launcher/virtwrap/*/testdata/domain_*.xml.tmpl"))
+		files = append(files, filepath.Join(dir, "virt-launcher/virtwrap/testdata/migration_domain.xml"),
+			filepath.Join(dir, "hooks/testdata/domain.xml")) // what KubeVirt's hook Manager tests send to sidecars
 		for _, f := range files {
 			raw, err := os.ReadFile(f)
 			if err != nil {
@@ -83,7 +84,9 @@ func editCorpus(t testing.TB) []corpusDomain {
 func recordedInterfaces(t testing.TB, out []byte) []model.BoundInterface {
 	var d struct {
 		Hostdevs []struct {
-			Alias  string `xml:"alias>name,attr"`
+			Alias struct {
+				Name string `xml:"name,attr"`
+			} `xml:"alias"`
 			Source struct {
 				Address libvirtxml.DomainAddressPCI `xml:"address"`
 			} `xml:"source"`
@@ -96,7 +99,7 @@ func recordedInterfaces(t testing.TB, out []byte) []model.BoundInterface {
 	require.NoError(t, xml.Unmarshal(out, &d))
 	var ifaces []model.BoundInterface
 	for _, h := range d.Hostdevs {
-		name, ours := strings.CutPrefix(h.Alias, userAliasPrefix+sriovAliasPrefix)
+		name, ours := strings.CutPrefix(h.Alias.Name, userAliasPrefix+sriovAliasPrefix)
 		if !ours {
 			continue
 		}
@@ -321,6 +324,7 @@ func BenchmarkEditTwoWays(b *testing.B) {
 					}
 				}
 			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(corpus)), "ns/domain")
 			b.ReportMetric(float64(len(corpus)), "domains")
 		})
 	}
