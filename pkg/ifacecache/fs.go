@@ -9,212 +9,179 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
-// FileSystem is the seam Writer does its I/O through: the real one is OSFileSystem; tests inject
-// one that fails (or "dies") mid-write to prove no torn file is ever visible.
-//
-// Everything below the cache root is reached through an opened directory, by plain names, never by
-// following a symlink: the compute container can write the hooks emptyDir, and a symlinked
-// <root>/<vmi-uid> (say, to "..", which is the socket's directory in the default layout) must not
-// turn our writes, chmods and removals onto someone else's files.
-type FileSystem interface {
-	// OpenDir opens root/name, which must be a real directory (not a symlink) owned by this process's
-	// user; root itself must not be a symlink either (its parent may be). With create, root (MkdirAll) and root/name (mode perm) are created when missing. Without
-	// it, a missing root/name is an error satisfying errors.Is(err, fs.ErrNotExist).
-	OpenDir(root, name string, create bool, perm fs.FileMode) (Dir, error)
-}
+// ErrNotOurDirectory is returned for a cache root or VMI directory that is a symlink, not a
+// directory, or (the VMI directory) owned by another user: the writer never works inside it.
+var ErrNotOurDirectory = errors.New("not a directory this writer may use")
 
-// Dir is one opened, verified directory. Names are entries directly in it.
-type Dir interface {
-	// Path is the directory's path, for messages.
-	Path() string
-	// Entries lists the directory.
+// cacheDir is one opened, verified VMI directory; names are entries directly in it. The real one is
+// rootDir (an os.Root); tests wrap it to count operations and to fail (or "die") mid-write.
+type cacheDir interface {
+	Path() string // for messages
 	Entries() ([]fs.DirEntry, error)
-	// ReadFile reads name if it is a regular file of at most limit bytes. A symlink, FIFO, device or
-	// directory, or a larger file, is an error; it never blocks on a FIFO.
+	// ReadFile reads name if it is a regular file of at most limit bytes, not through a symlink
+	// and never blocking on a FIFO.
 	ReadFile(name string, limit int64) ([]byte, error)
-	// CreateTemp creates a new file named prefix + random suffix, mode 0600, refusing to follow a symlink.
-	CreateTemp(prefix string) (TempFile, error)
-	// Rename replaces newName with oldName (both in this directory).
-	Rename(oldName, newName string) error
-	// Remove unlinks name; never a directory, and a symlink is unlinked itself, not its target.
-	Remove(name string) error
-	// Chmod sets the directory's own mode.
-	Chmod(perm fs.FileMode) error
-	// Sync fsyncs the directory so a rename in it survives a node crash.
-	Sync() error
+	// CreateTemp creates a new file named prefix + a unique suffix, mode 0600, never through a symlink.
+	CreateTemp(prefix string) (tempFile, error)
+	Rename(oldName, newName string) error // both names in this directory
+	Remove(name string) error             // a symlink itself, never its target
+	Chmod(perm fs.FileMode) error         // the directory's own mode
+	Sync() error                          // so a rename in it survives a node crash
 	Close() error
 }
 
-// TempFile is the part of *os.File that an atomic write uses.
-type TempFile interface {
-	Name() string // the base name, in its Dir
+// tempFile is the part of *os.File that an atomic write uses.
+type tempFile interface {
+	Name() string
 	Write(p []byte) (int, error)
 	Chmod(mode fs.FileMode) error
 	Sync() error
 	Close() error
 }
 
-// ErrNotOurDirectory is returned for a VMI directory that is a symlink, not a directory, or owned
-// by another user: the writer never works inside it.
-var ErrNotOurDirectory = errors.New("not a directory this writer may use")
-
-// OSFileSystem is FileSystem on the real file system (Linux *at system calls).
-type OSFileSystem struct{}
-
-func (OSFileSystem) OpenDir(root, name string, create bool, perm fs.FileMode) (Dir, error) {
+// openDir opens <root>/<name> (creating both, with create, when missing; without it a missing one is
+// an error satisfying errors.Is(err, fs.ErrNotExist)). Everything below root's parent is reached
+// through os.Root, which never leaves the directory it was opened on. The root's parent is the
+// operator's choice, so symlinks there are theirs; the root and the VMI directory sit in the hooks
+// emptyDir, which the compute container can write, so neither may be a symlink: os.Root follows one
+// that stays inside it, and <root>/<vmi-uid> pointing at another VMI's directory would.
+func openDir(root, name string, create bool) (cacheDir, error) {
+	root = filepath.Clean(root)
 	if create {
-		if err := os.MkdirAll(root, perm); err != nil {
+		if err := os.MkdirAll(root, dirPerm); err != nil {
 			return nil, err
 		}
 	}
-	// The root's parent is the operator's choice (symlinks there are theirs); the root itself usually
-	// sits in the hooks emptyDir that the compute container can write, so it must not be a symlink.
-	root = filepath.Clean(root)
-	parentFD, err := unix.Open(filepath.Dir(root), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	parent, err := os.OpenRoot(filepath.Dir(root))
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: filepath.Dir(root), Err: err}
+		return nil, err
 	}
-	rootFD, err := unix.Openat(parentFD, filepath.Base(root), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	_ = unix.Close(parentFD)
-	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
-		return nil, fmt.Errorf("cache root %s: %w (a symlink or not a directory)", root, ErrNotOurDirectory)
-	}
+	defer func() { _ = parent.Close() }()
+	cache, _, err := openRealDir(parent, filepath.Base(root), root)
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: root, Err: err}
+		return nil, err
 	}
-	defer func() { _ = unix.Close(rootFD) }()
+	defer func() { _ = cache.Close() }()
 	path := filepath.Join(root, name)
 	if create {
-		if err := unix.Mkdirat(rootFD, name, uint32(perm.Perm())); err != nil && !errors.Is(err, unix.EEXIST) {
-			return nil, &fs.PathError{Op: "mkdir", Path: path, Err: err}
+		if err := cache.Mkdir(name, dirPerm); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, err
 		}
 	}
-	fd, err := unix.Openat(rootFD, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	vmi, st, err := openRealDir(cache, name, path)
 	if err != nil {
-		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
-			return nil, fmt.Errorf("%s: %w (a symlink or not a directory)", path, ErrNotOurDirectory)
-		}
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+		return nil, err
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		_ = unix.Close(fd)
-		return nil, &fs.PathError{Op: "stat", Path: path, Err: err}
+	if uid := st.Sys().(*syscall.Stat_t).Uid; int(uid) != os.Geteuid() {
+		_ = vmi.Close()
+		return nil, fmt.Errorf("%s: %w (owned by uid %d, not %d)", path, ErrNotOurDirectory, uid, os.Geteuid())
 	}
-	if int(st.Uid) != os.Geteuid() {
-		_ = unix.Close(fd)
-		return nil, fmt.Errorf("%s: %w (owned by uid %d, not %d)", path, ErrNotOurDirectory, st.Uid, os.Geteuid())
-	}
-	return &osDir{fd: fd, path: path, mode: fs.FileMode(st.Mode & 0o7777)}, nil
+	return &rootDir{Root: vmi, path: path, mode: st.Mode().Perm()}, nil
 }
 
-type osDir struct {
-	fd   int
+// openRealDir opens parent/name if it is a real directory. It looks before it opens and compares
+// after: a directory swapped for a symlink in between is a different file, and refused.
+func openRealDir(parent *os.Root, name, path string) (*os.Root, fs.FileInfo, error) {
+	lst, err := parent.Lstat(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !lst.IsDir() {
+		return nil, nil, fmt.Errorf("%s: %w (a symlink or not a directory)", path, ErrNotOurDirectory)
+	}
+	r, err := parent.OpenRoot(name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w (%w)", path, ErrNotOurDirectory, err)
+	}
+	st, err := r.Stat(".")
+	if err == nil && !os.SameFile(lst, st) {
+		err = fmt.Errorf("%s: %w (replaced while being opened)", path, ErrNotOurDirectory)
+	}
+	if err != nil {
+		_ = r.Close()
+		return nil, nil, err
+	}
+	return r, st, nil
+}
+
+type rootDir struct {
+	*os.Root
 	path string
 	mode fs.FileMode
 }
 
-func (d *osDir) Path() string { return d.path }
+func (d *rootDir) Path() string { return d.path }
 
-func (d *osDir) Entries() ([]fs.DirEntry, error) {
-	// A fresh descriptor of the same directory: reading a dup would move the shared offset.
-	fd, err := unix.Openat(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+// self opens the directory itself, for the calls os.Root has no method for.
+func (d *rootDir) self(do func(*os.File) error) error {
+	f, err := d.Open(".")
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: d.path, Err: err}
+		return err
 	}
-	f := os.NewFile(uintptr(fd), d.path)
 	defer func() { _ = f.Close() }()
-	return f.ReadDir(-1)
+	return do(f)
 }
 
-func (d *osDir) ReadFile(name string, limit int64) ([]byte, error) {
-	path := filepath.Join(d.path, name)
-	fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
-	}
-	f := os.NewFile(uintptr(fd), path)
-	defer func() { _ = f.Close() }()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file (%s)", path, st.Mode().Type())
-	}
-	if st.Size() > limit {
-		return nil, fmt.Errorf("%s is %d bytes, over the %d-byte limit", path, st.Size(), limit)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s is over the %d-byte limit", path, limit)
-	}
-	return data, nil
+func (d *rootDir) Entries() (des []fs.DirEntry, err error) {
+	err = d.self(func(f *os.File) error { des, err = f.ReadDir(-1); return err })
+	return des, err
 }
 
-// tempSeq makes temp names unique within the process; the time makes them unique across restarts.
-var tempSeq atomic.Uint64
-
-func (d *osDir) CreateTemp(prefix string) (TempFile, error) {
-	for range 100 {
-		name := prefix + strconv.FormatInt(time.Now().UnixNano(), 36) + strconv.FormatUint(tempSeq.Add(1), 36)
-		fd, err := unix.Openat(d.fd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-		if errors.Is(err, unix.EEXIST) {
-			continue
-		}
-		if err != nil {
-			return nil, &fs.PathError{Op: "create", Path: filepath.Join(d.path, name), Err: err}
-		}
-		return &osTempFile{File: os.NewFile(uintptr(fd), filepath.Join(d.path, name)), name: name}, nil
-	}
-	return nil, fmt.Errorf("create temp file %s*: %w", filepath.Join(d.path, prefix), fs.ErrExist)
-}
-
-func (d *osDir) Rename(oldName, newName string) error {
-	if err := unix.Renameat(d.fd, oldName, d.fd, newName); err != nil {
-		return &os.LinkError{Op: "rename", Old: filepath.Join(d.path, oldName), New: filepath.Join(d.path, newName), Err: err}
-	}
-	return nil
-}
-
-func (d *osDir) Remove(name string) error {
-	if err := unix.Unlinkat(d.fd, name, 0); err != nil {
-		return &fs.PathError{Op: "remove", Path: filepath.Join(d.path, name), Err: err}
-	}
-	return nil
-}
-
-func (d *osDir) Chmod(perm fs.FileMode) error {
+func (d *rootDir) Chmod(perm fs.FileMode) error {
 	if d.mode == perm {
 		return nil
 	}
-	if err := unix.Fchmod(d.fd, uint32(perm)); err != nil {
-		return &fs.PathError{Op: "chmod", Path: d.path, Err: err}
+	if err := d.self(func(f *os.File) error { return f.Chmod(perm) }); err != nil {
+		return err
 	}
 	d.mode = perm
 	return nil
 }
 
-func (d *osDir) Sync() error {
-	if err := unix.Fsync(d.fd); err != nil {
-		return &fs.PathError{Op: "fsync", Path: d.path, Err: err}
+func (d *rootDir) Sync() error { return d.self((*os.File).Sync) }
+
+func (d *rootDir) ReadFile(name string, limit int64) ([]byte, error) {
+	path := filepath.Join(d.path, name)
+	lst, err := d.Lstat(name)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	if !lst.Mode().IsRegular() || lst.Size() > limit {
+		return nil, fmt.Errorf("%s is not a regular file of at most %d bytes (%s, %d bytes)", path, limit, lst.Mode().Type(), lst.Size())
+	}
+	f, err := d.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	if st, err := f.Stat(); err != nil || !os.SameFile(lst, st) {
+		return nil, fmt.Errorf("%s was replaced while being opened", path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err == nil && int64(len(data)) > limit {
+		err = fmt.Errorf("%s is over the %d-byte limit", path, limit)
+	}
+	return data, err
 }
 
-func (d *osDir) Close() error { return unix.Close(d.fd) }
+// tempSeq makes temp names unique within the process; the time makes them unique across restarts.
+var tempSeq atomic.Uint64
 
-type osTempFile struct {
-	*os.File
-	name string
+func (d *rootDir) CreateTemp(prefix string) (tempFile, error) {
+	for range 100 {
+		name := prefix + strconv.FormatInt(time.Now().UnixNano(), 36) + strconv.FormatUint(tempSeq.Add(1), 36)
+		// O_EXCL: os.Root never follows a symlink for it.
+		f, err := d.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("create temp file %s*: %w", filepath.Join(d.path, prefix), fs.ErrExist)
 }
-
-func (f *osTempFile) Name() string { return f.name }

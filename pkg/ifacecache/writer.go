@@ -28,7 +28,7 @@ const (
 // interface with a known address. It is safe for concurrent use; Sync calls are serialised.
 type Writer struct {
 	dir    string
-	fs     FileSystem
+	open   func(root, name string, create bool) (cacheDir, error) // openDir; tests wrap it
 	logger *slog.Logger
 
 	mu sync.Mutex
@@ -44,17 +44,12 @@ type SyncResult struct {
 	Unchanged []string // already up to date: not touched
 }
 
-// NewWriter returns a Writer rooted at dir (the --iface-cache-dir flag) on the real file system.
+// NewWriter returns a Writer rooted at dir (the --iface-cache-dir flag).
 func NewWriter(dir string, logger *slog.Logger) *Writer {
-	return NewWriterWithFS(dir, OSFileSystem{}, logger)
-}
-
-// NewWriterWithFS is NewWriter with an injected FileSystem.
-func NewWriterWithFS(dir string, fsys FileSystem, logger *slog.Logger) *Writer {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Writer{dir: dir, fs: fsys, logger: logger, written: map[string][]byte{}}
+	return &Writer{dir: dir, open: openDir, logger: logger, written: map[string][]byte{}}
 }
 
 // Sync makes <dir>/<vmiUID>/ hold the entries BuildEntries decides for bound: it writes new and
@@ -66,8 +61,9 @@ func NewWriterWithFS(dir string, fsys FileSystem, logger *slog.Logger) *Writer {
 // whenever the VMI or the annotations change (hotplug, IP change).
 //
 // It works only inside a real directory <Dir>/<vmiUID> owned by this process's user (never through a
-// symlink, at any level below Dir), writes only regular files there, reads existing entries up to
-// MaxEntrySize, and never removes a directory.
+// symlink, at any level below Dir, nor outside Dir whatever is swapped in meanwhile), writes only
+// regular files there, reads existing entries up to MaxEntrySize, and removes only names it listed as
+// files (a directory swapped in for one at that moment goes only if it is empty).
 //
 // An invalid VMI UID stops Sync before any I/O. An invalid interface name is reported in the
 // returned error while the valid interfaces are still synced; so is a failed write. The result
@@ -84,7 +80,7 @@ func (w *Writer) Sync(vmiUID string, specIfaces []model.Interface, bound []model
 	defer w.mu.Unlock()
 
 	vmiDir := filepath.Join(w.dir, vmiUID)
-	dir, err := w.fs.OpenDir(w.dir, vmiUID, len(entries) > 0, dirPerm)
+	dir, err := w.open(w.dir, vmiUID, len(entries) > 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return res, errors.Join(errs...) // nothing to write and nothing there
 	}
@@ -148,7 +144,7 @@ func (w *Writer) Sync(vmiUID string, specIfaces []model.Interface, bound []model
 }
 
 // listDir returns the names of the non-directory entries of dir.
-func listDir(dir Dir) (map[string]bool, error) {
+func listDir(dir cacheDir) (map[string]bool, error) {
 	des, err := dir.Entries()
 	if err != nil {
 		return nil, fmt.Errorf("list interface cache directory %q: %w", dir.Path(), err)
@@ -167,7 +163,7 @@ func listDir(dir Dir) (map[string]bool, error) {
 // upToDate reports whether name already holds data: from memory when this Writer wrote or checked
 // it, else by reading it (the first Sync after a start finds files of an earlier run). Anything that
 // is not a regular file of at most MaxEntrySize bytes is not up to date: it gets replaced.
-func (w *Writer) upToDate(dir Dir, name, path string, data []byte) bool {
+func (w *Writer) upToDate(dir cacheDir, name, path string, data []byte) bool {
 	if prev, ok := w.written[path]; ok {
 		return bytes.Equal(prev, data)
 	}
@@ -182,13 +178,13 @@ func (w *Writer) upToDate(dir Dir, name, path string, data []byte) bool {
 // writeAtomic replaces dir/name with data so that a reader sees either the old or the new content,
 // never a prefix: the data goes to a temp file in the same directory, is fsynced, then renamed
 // over the entry. A failure at any step removes the temp file and leaves the entry as it was.
-func (w *Writer) writeAtomic(dir Dir, name string, data []byte) (err error) {
+func (w *Writer) writeAtomic(dir cacheDir, name string, data []byte) (err error) {
 	path := filepath.Join(dir.Path(), name)
 	tmp, err := dir.CreateTemp("." + name + tempSuffix)
 	if err != nil {
 		return fmt.Errorf("create temp file for interface cache entry %q: %w", path, err)
 	}
-	tmpName := tmp.Name()
+	tmpName := filepath.Base(tmp.Name())
 	closed, renamed := false, false
 	defer func() {
 		if err == nil || renamed {

@@ -23,45 +23,54 @@ const testUID = "0b3c8e5e-6f3a-4c8e-9a52-2f4b6c1d9e7f"
 
 // recordingFS is the real file system with counters and optional failures injected per operation.
 type recordingFS struct {
-	OSFileSystem
 	creates, renames, removes, reads int
 
 	failAt string // "create", "write", "chmod", "sync", "close", "rename", "syncdir"
 	// died simulates a process killed mid-write: the temp file gets half the bytes and nothing
 	// runs afterwards, so the cleanup Remove of the temp file fails too.
 	died bool
+	// afterOpen, when set, runs once Sync has opened and checked the VMI directory: an attacker's move mid-Sync.
+	afterOpen func()
 }
 
 var errInjected = errors.New("injected failure")
 
-func (r *recordingFS) OpenDir(root, name string, create bool, perm fs.FileMode) (Dir, error) {
-	d, err := r.OSFileSystem.OpenDir(root, name, create, perm)
-	if err != nil {
-		return nil, err
+// writer is a Writer on root whose directories are recorded by r.
+func (r *recordingFS) writer(root string) *Writer {
+	w := NewWriter(root, nil)
+	w.open = func(root, name string, create bool) (cacheDir, error) {
+		d, err := openDir(root, name, create)
+		if err != nil {
+			return nil, err
+		}
+		if r.afterOpen != nil {
+			r.afterOpen()
+		}
+		return &recordingDir{cacheDir: d, fs: r}, nil
 	}
-	return &recordingDir{Dir: d, fs: r}, nil
+	return w
 }
 
 type recordingDir struct {
-	Dir
+	cacheDir
 	fs *recordingFS
 }
 
-func (d *recordingDir) CreateTemp(prefix string) (TempFile, error) {
+func (d *recordingDir) CreateTemp(prefix string) (tempFile, error) {
 	d.fs.creates++
 	if d.fs.failAt == "create" {
 		return nil, errInjected
 	}
-	f, err := d.Dir.CreateTemp(prefix)
+	f, err := d.cacheDir.CreateTemp(prefix)
 	if err != nil {
 		return nil, err
 	}
-	return &faultyFile{TempFile: f, fs: d.fs}, nil
+	return &faultyFile{tempFile: f, fs: d.fs}, nil
 }
 
 func (d *recordingDir) ReadFile(name string, limit int64) ([]byte, error) {
 	d.fs.reads++
-	return d.Dir.ReadFile(name, limit)
+	return d.cacheDir.ReadFile(name, limit)
 }
 
 func (d *recordingDir) Rename(oldName, newName string) error {
@@ -69,7 +78,7 @@ func (d *recordingDir) Rename(oldName, newName string) error {
 	if d.fs.failAt == "rename" {
 		return errInjected
 	}
-	return d.Dir.Rename(oldName, newName)
+	return d.cacheDir.Rename(oldName, newName)
 }
 
 func (d *recordingDir) Remove(name string) error {
@@ -77,45 +86,45 @@ func (d *recordingDir) Remove(name string) error {
 	if d.fs.died {
 		return errInjected
 	}
-	return d.Dir.Remove(name)
+	return d.cacheDir.Remove(name)
 }
 
 func (d *recordingDir) Sync() error {
 	if d.fs.failAt == "syncdir" {
 		return errInjected
 	}
-	return d.Dir.Sync()
+	return d.cacheDir.Sync()
 }
 
 type faultyFile struct {
-	TempFile
+	tempFile
 	fs *recordingFS
 }
 
 func (f *faultyFile) Write(p []byte) (int, error) {
 	if f.fs.failAt == "write" {
-		n, _ := f.TempFile.Write(p[:len(p)/2])
+		n, _ := f.tempFile.Write(p[:len(p)/2])
 		return n, errInjected
 	}
-	return f.TempFile.Write(p)
+	return f.tempFile.Write(p)
 }
 
 func (f *faultyFile) Chmod(mode fs.FileMode) error {
 	if f.fs.failAt == "chmod" {
 		return errInjected
 	}
-	return f.TempFile.Chmod(mode)
+	return f.tempFile.Chmod(mode)
 }
 
 func (f *faultyFile) Sync() error {
 	if f.fs.failAt == "sync" {
 		return errInjected
 	}
-	return f.TempFile.Sync()
+	return f.tempFile.Sync()
 }
 
 func (f *faultyFile) Close() error {
-	err := f.TempFile.Close()
+	err := f.tempFile.Close()
 	if f.fs.failAt == "close" {
 		return errInjected
 	}
@@ -179,7 +188,7 @@ func TestSync_WritesOneKubeVirtEntryPerInterfaceWithPermissions(t *testing.T) {
 
 func TestSync_UnchangedInput_DoesNoWritesOrReads(t *testing.T) {
 	rec := &recordingFS{}
-	w := NewWriterWithFS(t.TempDir(), rec, nil)
+	w := rec.writer(t.TempDir())
 	ifaces := []model.BoundInterface{bound("net1", "10.0.0.1/8"), bound("net2", "10.0.0.2/8")}
 	_, err := w.Sync(testUID, nil, ifaces, model.IPv4)
 	require.NoError(t, err)
@@ -201,7 +210,7 @@ func TestSync_RestartedWriter_LeavesIdenticalFilesAlone(t *testing.T) {
 	require.NoError(t, err)
 
 	rec := &recordingFS{}
-	res, err := NewWriterWithFS(dir, rec, nil).Sync(testUID, nil, ifaces, model.IPv4)
+	res, err := rec.writer(dir).Sync(testUID, nil, ifaces, model.IPv4)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"net1"}, res.Unchanged)
 	assert.Zero(t, rec.creates)
@@ -328,7 +337,7 @@ func TestSync_FailedWriteAtAnyStep_KeepsOldEntryAndLeavesNoTempFile(t *testing.T
 			require.NoError(t, err)
 
 			rec := &recordingFS{failAt: step}
-			res, err := NewWriterWithFS(dir, rec, nil).Sync(testUID, nil, []model.BoundInterface{bound("net1", "10.0.0.2/8")}, model.IPv4)
+			res, err := rec.writer(dir).Sync(testUID, nil, []model.BoundInterface{bound("net1", "10.0.0.2/8")}, model.IPv4)
 			require.Error(t, err)
 			assert.ErrorIs(t, err, errInjected)
 			assert.Contains(t, err.Error(), filepath.Join(vmiDir, "net1"), "error names the entry")
@@ -350,7 +359,7 @@ func TestSync_ProcessKilledMidWrite_NoTornEntryAndNextSyncCleansUp(t *testing.T)
 
 	// Half the bytes reach the temp file, then the "process" is gone: no cleanup runs.
 	dying := &recordingFS{failAt: "write", died: true}
-	_, err = NewWriterWithFS(dir, dying, nil).Sync(testUID, nil, []model.BoundInterface{bound("net1", "10.0.0.2/8")}, model.IPv4)
+	_, err = dying.writer(dir).Sync(testUID, nil, []model.BoundInterface{bound("net1", "10.0.0.2/8")}, model.IPv4)
 	require.Error(t, err)
 
 	names := dirNames(t, vmiDir)
@@ -370,7 +379,7 @@ func TestSync_ProcessKilledMidWrite_NoTornEntryAndNextSyncCleansUp(t *testing.T)
 func TestSync_DirectoryFsyncFails_EntryInPlaceAndErrorReturned(t *testing.T) {
 	dir := t.TempDir()
 	rec := &recordingFS{failAt: "syncdir"}
-	w := NewWriterWithFS(dir, rec, nil)
+	w := rec.writer(dir)
 	_, err := w.Sync(testUID, nil, []model.BoundInterface{bound("net1", "10.0.0.1/8")}, model.IPv4)
 	require.ErrorIs(t, err, errInjected)
 	assert.Contains(t, err.Error(), "fsync interface cache directory")
@@ -498,4 +507,97 @@ func TestSync_CacheRootIsASymlink_RefusedAndTargetUntouched(t *testing.T) {
 	_, err := NewWriter(root, nil).Sync(testUID, nil, []model.BoundInterface{bound("net1", "10.0.0.1/8")}, model.IPv4)
 	require.ErrorIs(t, err, ErrNotOurDirectory)
 	assert.Empty(t, dirNames(t, target), "nothing created through the symlink")
+}
+
+// outsideDir makes a directory outside every cache root, holding files that a writer which escaped
+// would change.
+func outsideDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "victim")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	require.NoError(t, os.Chmod(dir, 0o755))
+	for _, name := range []string{"net1", "net2"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("not ours: "+name), 0o644))
+	}
+	return dir
+}
+
+// assertUntouched checks that dir is as outsideDir made it.
+func assertUntouched(t *testing.T, dir string) {
+	t.Helper()
+	assert.Equal(t, []string{"net1", "net2"}, dirNames(t, dir), "nothing created or removed outside the root")
+	for _, name := range []string{"net1", "net2"} {
+		raw, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		assert.Equal(t, "not ours: "+name, string(raw), "%s rewritten outside the root", name)
+	}
+	st, err := os.Stat(dir)
+	require.NoError(t, err)
+	assert.Equal(t, fs.FileMode(0o755), st.Mode().Perm(), "chmodded outside the root")
+}
+
+func TestSync_VMIDirSwappedForSymlinkBetweenCalls_NoWriteEscapes(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		// link returns the symlink's target and the directory it reaches.
+		link func(t *testing.T, root string) (target, victim string)
+	}{
+		{"outside the root, absolute", func(t *testing.T, _ string) (string, string) {
+			v := outsideDir(t)
+			return v, v
+		}},
+		{"outside the root, relative", func(t *testing.T, root string) (string, string) {
+			v := outsideDir(t)
+			rel, err := filepath.Rel(root, v)
+			require.NoError(t, err)
+			return rel, v
+		}},
+		{"another directory inside the root, which os.Root alone would follow", func(t *testing.T, root string) (string, string) {
+			v := filepath.Join(root, "other-vmi")
+			require.NoError(t, os.Rename(outsideDir(t), v))
+			return "other-vmi", v
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			root := filepath.Join(t.TempDir(), "cache")
+			w := NewWriter(root, nil)
+			_, err := w.Sync(testUID, nil, []model.BoundInterface{bound("net1", "10.0.0.1/8"), bound("net2", "10.0.0.2/8")}, model.IPv4)
+			require.NoError(t, err)
+
+			// The compute container moves the VMI's directory away and leaves a symlink in its place.
+			require.NoError(t, os.Rename(filepath.Join(root, testUID), filepath.Join(root, "moved")))
+			target, victim := tt.link(t, root)
+			require.NoError(t, os.Symlink(target, filepath.Join(root, testUID)))
+
+			// A changed net1 and an unplugged net2: an escaped writer would rewrite one and remove the other.
+			_, err = w.Sync(testUID, nil, []model.BoundInterface{bound("net1", "10.0.0.9/8")}, model.IPv4)
+			require.ErrorIs(t, err, ErrNotOurDirectory)
+			assert.Contains(t, err.Error(), filepath.Join(root, testUID))
+			_, err = NewWriter(root, nil).Sync(testUID, nil, []model.BoundInterface{bound("net1", "10.0.0.9/8")}, model.IPv4)
+			require.ErrorIs(t, err, ErrNotOurDirectory, "a fresh writer (a restarted sidecar) refuses it too")
+			assertUntouched(t, victim)
+		})
+	}
+}
+
+func TestSync_VMIDirSwappedForSymlinkMidSync_WritesStayInTheOpenedDirectory(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "cache")
+	outside := outsideDir(t)
+	_, err := NewWriter(root, nil).Sync(testUID, nil, []model.BoundInterface{bound("net1", "10.0.0.1/8"), bound("net2", "10.0.0.2/8")}, model.IPv4)
+	require.NoError(t, err)
+
+	// Sync has opened and checked the directory; before it reads or writes anything the directory is
+	// moved away and a symlink to the outside put in its place.
+	moved := filepath.Join(root, "moved")
+	rec := &recordingFS{afterOpen: sync.OnceFunc(func() {
+		require.NoError(t, os.Rename(filepath.Join(root, testUID), moved))
+		require.NoError(t, os.Symlink(outside, filepath.Join(root, testUID)))
+	})}
+	res, err := rec.writer(root).Sync(testUID, nil, []model.BoundInterface{bound("net1", "10.0.0.9/8")}, model.IPv4)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"net1"}, res.Written)
+	assert.Equal(t, []string{"net2"}, res.Removed)
+	assertUntouched(t, outside)
+	assert.Equal(t, []string{"net1"}, dirNames(t, moved), "the write and the removal went to the directory Sync opened")
+	assert.Equal(t, "10.0.0.9", readEntry(t, filepath.Join(moved, "net1")).PodIP)
 }
