@@ -228,24 +228,24 @@ func (u *networkDataJSON) merge(plans []nicPlan) ([]byte, error) {
 	if hasDNSService(u.services) {
 		spreadDNSServices(parts)
 	}
-	var ourLinks, ourNetworks []json.RawMessage
+	var links, networks []any
 	for _, part := range parts {
-		l, err := json.Marshal(part.link)
-		if err != nil {
-			return nil, fmt.Errorf("encoding network_data.json link %q: %w", part.link.ID, err)
-		}
-		ourLinks = append(ourLinks, l)
+		links = append(links, part.link)
 		for _, n := range part.networks {
-			b, err := json.Marshal(n)
-			if err != nil {
-				return nil, fmt.Errorf("encoding network_data.json network %q: %w", n.ID, err)
-			}
-			ourNetworks = append(ourNetworks, b)
+			networks = append(networks, n)
 		}
 	}
-	links, networks := oursFirst(ourLinks, u.links), oursFirst(ourNetworks, u.networks)
-	ours := map[string]int{"links": len(ourLinks), "networks": len(ourNetworks)}
-	out, err := writeNetworkData(u.top, map[string][]json.RawMessage{"links": links, "networks": networks, "services": u.services}, ours)
+	// The user's other top-level keys are kept as they came.
+	top := make(map[string]any, len(u.top)+3)
+	for k, v := range u.top {
+		top[k] = v
+	}
+	top["links"], top["networks"] = oursFirst(links, u.links), oursFirst(networks, u.networks)
+	top["services"] = append([]json.RawMessage{}, u.services...)
+	// Ours alone is written indented, to be read. The user's values are never re-indented (indenting a
+	// value nested d deep writes d levels of indentation on each of its lines: output and memory would
+	// grow with the square of the depth), so a file with theirs is compact.
+	out, err := marshalJSON(top, len(u.top) == 0)
 	if err != nil {
 		return nil, fmt.Errorf("encoding network_data.json: %w", err)
 	}
