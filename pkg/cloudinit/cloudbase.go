@@ -127,10 +127,9 @@ func spreadDNSServices(parts []ndPart) {
 // (#166). Ours first, our NICs are configured before such an entry stops it (except that a bad user link
 // still stops it before any network: links are all processed first). cloud-init matches links by MAC or
 // name and networks by link id, so the order changes nothing there.
-func oursFirst(ours []any, theirs []json.RawMessage) []any {
-	out := append(make([]any, 0, len(ours)+len(theirs)), ours...)
-	for _, t := range theirs {
-		out = append(out, t)
+func oursFirst(ours, theirs []json.RawMessage) []json.RawMessage {
+	if len(ours) == 0 {
+		return theirs
 	}
-	return out
+	return append(ours, theirs...)
 }

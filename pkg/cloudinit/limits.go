@@ -1,8 +1,6 @@
 package cloudinit
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 
 	yaml "go.yaml.in/yaml/v3"
@@ -37,34 +35,53 @@ func sizeLimit(n int) error {
 	return nil
 }
 
-// checkJSONLimits walks a JSON document's tokens with encoding/json, building nothing, and rejects it
-// when it is larger, deeper or has more values than the limits. It does not validate: json.Unmarshal
-// does that afterwards, on input known to be bounded.
+// checkJSONLimits scans a JSON document once, without building anything, and rejects it when it is
+// larger, deeper or has more values than the limits. It does not validate: json.Unmarshal does that
+// afterwards, on input known to be bounded.
 func checkJSONLimits(data []byte) error {
 	if err := sizeLimit(len(data)); err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber() // 1e999 is valid JSON, not a float64 to fail on
-	depth, values := 0, 0
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil // the end, or not JSON: json.Unmarshal says why
-		}
-		switch tok {
-		case json.Delim('}'), json.Delim(']'):
-			depth--
+	depth, nodes := 0, 0
+	inString, escaped := false, false
+	valueStart := true // the next non-blank byte may start a value
+	for i, c := range data {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
 			continue
-		case json.Delim('{'), json.Delim('['):
-			if depth++; depth > MaxNestingDepth {
-				return fmt.Errorf("nesting depth exceeds %d at byte %d", MaxNestingDepth, dec.InputOffset())
+		}
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		case '"':
+			inString = true
+			nodes++
+		case '{', '[':
+			depth++
+			nodes++
+			if depth > MaxNestingDepth {
+				return fmt.Errorf("nesting depth exceeds %d at byte %d", MaxNestingDepth, i)
+			}
+		case '}', ']':
+			depth--
+		default:
+			if valueStart && c != ',' && c != ':' {
+				nodes++ // a number, true, false or null
 			}
 		}
-		if values++; values > MaxNodes {
-			return fmt.Errorf("more than %d values (keys included) at byte %d", MaxNodes, dec.InputOffset())
+		valueStart = c == ',' || c == ':' || c == '[' || c == '{'
+		if nodes > MaxNodes {
+			return fmt.Errorf("more than %d values (keys included) at byte %d", MaxNodes, i)
 		}
 	}
+	return nil
 }
 
 // maxYAMLTokens bounds the pre-scan's count. A node needs at least one token, except an empty
