@@ -92,71 +92,90 @@ func ApplyWith(cloudInitData []byte, opts ApplyOptions, ifaces []model.BoundInte
 
 // Input is one CloudInitData JSON object as virt-launcher sends it, decoded once per call.
 type Input struct {
-	raw                   []byte
-	obj                   map[string]json.RawMessage
+	raw    []byte
+	fields map[string]field
+	// The fields' keys as they came (canonical when absent) and their text (nil when absent or null).
 	userKey, networkKey   string
-	userData, networkData json.RawMessage
-	// userNetwork is networkData decoded, once (UserNetworkData); a 1 MiB networkData is not decoded twice.
-	userNetwork        string
-	userNetworkDecoded bool
+	userData, networkData *string
+	// userNetwork is the user's NetworkData; Merge replaces networkData with ours.
+	userNetwork string
 }
 
-// DecodeInput decodes a CloudInitData JSON object and checks its UserData and NetworkData fields.
+// field is one member of CloudInitData. A JSON string is decoded once, to its text: UserData and
+// NetworkData are needed as text, and the text of a 1 MiB Secret is a sixth of the up to 6 MiB of \u00XX
+// escapes it arrives as, so no escaped copy is kept. Anything else (the metadata, DevicesData, fields of
+// newer KubeVirt versions) is kept as it came and passed back unchanged.
+type field struct {
+	text *string
+	raw  json.RawMessage
+}
+
+func (f *field) UnmarshalJSON(data []byte) error {
+	if len(data) > 0 && data[0] == '"' {
+		f.text = new(string)
+		return json.Unmarshal(data, f.text)
+	}
+	f.raw = append(json.RawMessage(nil), data...)
+	return nil
+}
+
+// value is what encoding/json writes back for f.
+func (f field) value() any {
+	if f.text != nil {
+		return *f.text
+	}
+	return f.raw
+}
+
+// DecodeInput decodes a CloudInitData JSON object, once, and checks its UserData and NetworkData fields.
+// KubeVirt's cloudinit.CloudInitData has no json tags (pkg/cloud-init/cloud-init.go): its keys are the Go
+// field names, matched as encoding/json matches struct fields, case-insensitively. A map keeps the fields
+// of newer KubeVirt versions, which a struct of today's would drop.
 func DecodeInput(cloudInitData []byte) (*Input, error) {
 	in := &Input{raw: cloudInitData}
-	var err error
-	// splitObject, not json.Unmarshal: the values stay slices of cloudInitData, no copy of the user
-	// data (up to 6 MiB JSON-escaped for a 1 MiB Secret, issue 30).
-	if in.obj, err = splitObject(cloudInitData); err != nil {
+	if err := json.Unmarshal(cloudInitData, &in.fields); err != nil {
 		return nil, fmt.Errorf("cloudInitData: not a JSON object: %w", err)
 	}
-	if in.obj == nil {
+	if in.fields == nil {
 		return nil, fmt.Errorf("cloudInitData: is null (the VMI has no cloudInitNoCloud or cloudInitConfigDrive volume)")
 	}
-	if in.userKey, in.userData, err = stringField(in.obj, fieldUserData); err != nil {
+	var err error
+	if in.userKey, in.userData, err = stringField(in.fields, fieldUserData); err != nil {
 		return nil, err
 	}
-	if in.networkKey, in.networkData, err = stringField(in.obj, fieldNetworkData); err != nil {
+	if in.networkKey, in.networkData, err = stringField(in.fields, fieldNetworkData); err != nil {
 		return nil, err
 	}
+	in.userNetwork = textOf(in.networkData)
 	return in, nil
 }
 
-// UserNetworkData is the user's NetworkData text, "" when there is none. It is decoded on the first
-// call and kept; Merge replaces networkData with ours afterwards, so ask before Merge.
-func (in *Input) UserNetworkData() string {
-	if !in.userNetworkDecoded {
-		if !isEmptyJSONString(in.networkData) {
-			_ = json.Unmarshal(in.networkData, &in.userNetwork) // DecodeInput checked that it is a string
-		}
-		in.userNetworkDecoded = true
-	}
-	return in.userNetwork
+// UserNetworkData is the user's NetworkData text, "" when there is none.
+func (in *Input) UserNetworkData() string { return in.userNetwork }
+
+// setText replaces the text of the field key (kept in *dst too).
+func (in *Input) setText(key string, dst **string, text string) {
+	*dst = &text
+	in.fields[key] = field{text: &text}
 }
 
 // PassThrough is the result when nothing is bound: the data as it came, except that an empty UserData
 // becomes "#cloud-config\n" (see minimalUserData).
 func (in *Input) PassThrough() (newData []byte, noCloudSourceJSON []byte, err error) {
-	changed := false
-	if isEmptyJSONString(in.userData) {
-		if in.userData, err = json.Marshal(minimalUserData); err != nil {
-			return nil, nil, fmt.Errorf("cloudInitData: encoding %s: %w", in.userKey, err)
-		}
-		in.obj[in.userKey], changed = in.userData, true
+	changed := textOf(in.userData) == ""
+	if changed {
+		in.setText(in.userKey, &in.userData, minimalUserData)
 	}
 	return in.encode(changed)
 }
 
 // dataSource returns the DataSource and its format; an unknown one is an error.
 func (in *Input) dataSource() (string, format, error) {
-	var dataSource string
-	if _, raw, err := stringField(in.obj, fieldDataSource); err != nil {
+	_, text, err := stringField(in.fields, fieldDataSource)
+	if err != nil {
 		return "", format{}, err
-	} else if raw != nil {
-		if err := json.Unmarshal(raw, &dataSource); err != nil {
-			return "", format{}, fmt.Errorf("cloudInitData: field DataSource: %w", err)
-		}
 	}
+	dataSource := textOf(text)
 	f, ok := formats[dataSource]
 	if !ok {
 		return "", format{}, fmt.Errorf("cloudInitData: DataSource %q is neither %q nor %q", dataSource, dataSourceNoCloud, dataSourceConfigDrive)
@@ -210,17 +229,11 @@ type Result struct {
 // composes the user data so that the config reaches the guest at every start (userdata.go). It runs
 // once per Input: it changes the parsed user document.
 func (in *Input) Merge(opts ApplyOptions, plans *Plans, user *UserNetwork) (*Result, error) {
-	userKey, userData, networkKey := in.userKey, in.userData, in.networkKey
 	merged, err := user.write(plans.format, plans.plans)
 	if err != nil {
 		return nil, fmt.Errorf("cloudInitData (DataSource %s): %w", plans.dataSource, err)
 	}
-	var nd bytes.Buffer
-	nd.Grow(len(merged) + len(merged)/8 + 2)
-	if err := writeJSONString(&nd, string(merged)); err != nil { // no HTML escaping: the answer must fit 4 MiB
-		return nil, fmt.Errorf("cloudInitData: encoding %s: %w", networkKey, err)
-	}
-	in.obj[networkKey], in.networkData = nd.Bytes(), nd.Bytes()
+	in.setText(in.networkKey, &in.networkData, string(merged))
 
 	// Our network config must reach the guest at every start, not only the first (userdata.go).
 	var script string
@@ -230,15 +243,10 @@ func (in *Input) Merge(opts ApplyOptions, plans *Plans, user *UserNetwork) (*Res
 			return nil, fmt.Errorf("cloudInitData: Windows network script: %w", err)
 		}
 	}
-	var userText string
-	if !isEmptyJSONString(userData) {
-		if err := json.Unmarshal(userData, &userText); err != nil {
-			return nil, fmt.Errorf("cloudInitData: field %s: %w", userKey, err)
-		}
-	}
+	userText := textOf(in.userData)
 	note, err := checkUserDataEncoding(userText)
 	if err != nil {
-		return nil, fmt.Errorf("cloudInitData: field %s: %w", userKey, err)
+		return nil, fmt.Errorf("cloudInitData: field %s: %w", in.userKey, err)
 	}
 	if note != "" {
 		opts.warn(WarnUserDataReplacementChars, note)
@@ -249,13 +257,7 @@ func (in *Input) Merge(opts ApplyOptions, plans *Plans, user *UserNetwork) (*Res
 			"cloud-init apply the config drive's network config at every boot: the user's entry is kept and ours left out",
 			configDriveDropInPath))
 	} else if composed := composeUserData(userText, plans.dataSource, script); composed != userText {
-		var buf bytes.Buffer
-		buf.Grow(len(composed) + len(composed)/8 + 2)
-		if err := writeJSONString(&buf, composed); err != nil { // no HTML escaping of the user's text
-			return nil, fmt.Errorf("cloudInitData: encoding %s: %w", userKey, err)
-		}
-		in.userData = buf.Bytes()
-		in.obj[userKey] = in.userData
+		in.setText(in.userKey, &in.userData, composed)
 	}
 	data, source, err := in.encode(true)
 	if err != nil {
@@ -266,23 +268,44 @@ func (in *Input) Merge(opts ApplyOptions, plans *Plans, user *UserNetwork) (*Res
 }
 
 // encode writes the CloudInitData (the input as it came when nothing changed) and the legacy
-// v1.CloudInitNoCloudSource (kubevirt.io/api core/v1 schema.go: userData, networkData, both omitempty),
-// from the JSON strings as they are.
+// v1.CloudInitNoCloudSource (kubevirt.io/api core/v1 schema.go: userData, networkData, both omitempty).
 func (in *Input) encode(changed bool) (newData []byte, noCloudSourceJSON []byte, err error) {
 	newData = in.raw
 	if changed {
-		if newData, err = encodeObject(in.obj); err != nil {
+		obj := make(map[string]any, len(in.fields))
+		for k, f := range in.fields {
+			obj[k] = f.value()
+		}
+		if newData, err = marshalJSON(obj, false); err != nil {
 			return nil, nil, fmt.Errorf("cloudInitData: encoding: %w", err)
 		}
+		newData = bytes.TrimSuffix(newData, []byte("\n"))
 	}
-	src := map[string]json.RawMessage{"userData": in.userData}
-	if !isEmptyJSONString(in.networkData) {
+	src := map[string]any{"userData": in.userData}
+	if textOf(in.networkData) != "" {
 		src["networkData"] = in.networkData
 	}
-	if noCloudSourceJSON, err = encodeObject(src); err != nil {
+	if noCloudSourceJSON, err = marshalJSON(src, false); err != nil {
 		return nil, nil, fmt.Errorf("cloudInitNoCloudSource: encoding: %w", err)
 	}
-	return newData, noCloudSourceJSON, nil
+	return newData, bytes.TrimSuffix(noCloudSourceJSON, []byte("\n")), nil
+}
+
+// marshalJSON is json.Marshal without HTML escaping, indented or compact, ending in a newline:
+// virt-launcher's json.Marshal wrote every '<', '>' and '&' of the user data as \u003c and the like
+// already, and escaping again what we compose would grow an HTML user data sixfold, past the 4 MiB answer
+// virt-launcher receives.
+func marshalJSON(v any, indent bool) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if indent {
+		enc.SetIndent("", "  ")
+	}
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // WithPodNIC returns ifaces plus the pod-network NIC (model.FindPodNIC), first, when the user
@@ -303,36 +326,46 @@ func WithPodNIC(ifaces []model.BoundInterface, userNetworkData string, podNIC ..
 	return append(append(make([]model.BoundInterface, 0, len(podNIC)+len(ifaces)), podNIC...), ifaces...), nil
 }
 
-func isEmptyJSONString(raw json.RawMessage) bool {
-	return raw == nil || string(raw) == "null" || string(raw) == `""`
+func textOf(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // stringField finds a string field as encoding/json fills a struct field: keys match case-insensitively.
-// It returns the key to write back (the canonical name when absent) and the raw JSON string (nil when
-// absent or null), checked to be a string without decoding it. Two case-variants of one key would leave
-// it to their order which one KubeVirt sees, so that is an error.
-func stringField(obj map[string]json.RawMessage, field string) (key string, raw json.RawMessage, err error) {
+// It returns the key to write back (the canonical name when absent) and the text (nil when absent or
+// null). Two case-variants of one key would leave it to their order which one KubeVirt sees, so that is
+// an error.
+func stringField(fields map[string]field, name string) (key string, text *string, err error) {
+	if key, err = fieldKey(fields, name); err != nil {
+		return "", nil, err
+	}
+	f, ok := fields[key]
+	switch {
+	case f.text != nil:
+		return key, f.text, nil
+	case !ok || len(f.raw) == 0 || string(f.raw) == "null":
+		return key, nil, nil
+	default:
+		return "", nil, fmt.Errorf("cloudInitData: field %s is not a string", key)
+	}
+}
+
+// fieldKey is the key of obj that encoding/json would fill field name from, name itself when none.
+func fieldKey[V any](obj map[string]V, name string) (string, error) {
 	var keys []string
 	for k := range obj {
-		if strings.EqualFold(k, field) {
+		if strings.EqualFold(k, name) {
 			keys = append(keys, k)
 		}
 	}
 	switch len(keys) {
 	case 0:
-		return field, nil, nil
+		return name, nil
 	case 1:
-		key = keys[0]
+		return keys[0], nil
 	default:
-		return "", nil, fmt.Errorf("cloudInitData: field %s appears %d times with different letter cases", field, len(keys))
-	}
-	raw = obj[key]
-	switch {
-	case string(raw) == "null":
-		return key, nil, nil
-	case len(raw) > 0 && raw[0] == '"':
-		return key, raw, nil // json.Unmarshal validated the whole document
-	default:
-		return "", nil, fmt.Errorf("cloudInitData: field %s is not a string", key)
+		return "", fmt.Errorf("cloudInitData: field %s appears %d times with different letter cases", name, len(keys))
 	}
 }

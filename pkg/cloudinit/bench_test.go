@@ -70,3 +70,23 @@ func BenchmarkApply(b *testing.B) {
 		return out, err
 	})
 }
+
+// BenchmarkApply_SecretUserDataOfControlBytes carries the largest user data, a 1 MiB Secret of control
+// bytes, which arrives JSON-escaped as 6 MiB of \u00XX: the peak the sidecar's memory limit must hold.
+func BenchmarkApply_SecretUserDataOfControlBytes(b *testing.B) {
+	data, err := json.Marshal(map[string]any{
+		"DataSource": "noCloud", "NoCloudMetaData": map[string]string{"instance-id": "x"},
+		"UserData": "#cloud-config\n# " + strings.Repeat("\x01", 1<<20-32) + "\n", "NetworkData": benchUserV2, "VolumeName": "cloudinitdisk",
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ifaces := benchIfaces(8)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, _, err := Apply(data, ifaces); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

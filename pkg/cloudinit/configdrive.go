@@ -1,10 +1,12 @@
 package cloudinit
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
+	"sort"
 	"strings"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
@@ -270,4 +272,100 @@ func configuredByUser(p *nicPlan, macs, names []string) bool {
 // equalFoldMAC compares a user-written MAC with ours the way cloud-init does: case-insensitively.
 func equalFoldMAC(user, ours string) bool {
 	return strings.EqualFold(user, ours)
+}
+
+// writeNetworkData writes network_data.json: top-level keys sorted, one list entry per line, our
+// entries indented, the user's values compacted as they came (never re-indented: indenting a value
+// nested d deep writes d levels of indentation on each of its lines, so output and memory would grow
+// with the square of the depth). lists replace the top-level keys they name; the first ours[key]
+// entries of a list are ours (they come before the user's: oursFirst), the rest the user's. It is not
+// json.Encoder (the one way to write without HTML escaping, see marshalJSON): that grows a buffer of
+// its own by doubling and copies it out, three times the output allocated, where this fills one buffer
+// sized in advance (TestMergeNetworkDataJSON_LargestLegalInput_BoundedAllocation, under -race).
+func writeNetworkData(top map[string]json.RawMessage, lists map[string][]json.RawMessage, ours map[string]int) ([]byte, error) {
+	keys := make([]string, 0, len(top)+len(lists))
+	size := 16
+	for k, v := range top {
+		if _, ok := lists[k]; !ok {
+			keys = append(keys, k)
+			size += len(k) + len(v) + 8
+		}
+	}
+	for k, l := range lists {
+		keys = append(keys, k)
+		for _, v := range l {
+			size += len(v) + 8
+		}
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	err := writeObjectMembers(buf, keys, "\n  ", ": ", func(k string) error {
+		list, isList := lists[k]
+		if !isList {
+			if err := json.Compact(buf, top[k]); err != nil {
+				return fmt.Errorf("%q: %w", k, err)
+			}
+			return nil
+		}
+		if len(list) == 0 {
+			buf.WriteString("[]")
+			return nil
+		}
+		buf.WriteByte('[')
+		for j, v := range list {
+			if j > 0 {
+				buf.WriteByte(',')
+			}
+			buf.WriteString("\n    ")
+			var err error
+			if j < ours[k] {
+				err = json.Indent(buf, v, "    ", "  ") // ours: a few levels deep
+			} else {
+				err = json.Compact(buf, v)
+			}
+			if err != nil {
+				return fmt.Errorf("%q entry %d: %w", k, j, err)
+			}
+		}
+		buf.WriteString("\n  ]")
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(keys) > 0 {
+		buf.WriteByte('\n')
+	}
+	buf.WriteString("}\n")
+	return buf.Bytes(), nil
+}
+
+// writeObjectMembers sorts keys and writes '{' and the members: each as sep, the quoted key, colon and
+// what value writes. The caller writes the closing brace (and any layout before it).
+func writeObjectMembers(buf *bytes.Buffer, keys []string, sep, colon string, value func(key string) error) error {
+	sort.Strings(keys)
+	buf.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.WriteString(sep)
+		if err := writeJSONString(buf, k); err != nil {
+			return err
+		}
+		buf.WriteString(colon)
+		if err := value(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeJSONString(buf *bytes.Buffer, s string) error {
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s); err != nil {
+		return fmt.Errorf("encoding JSON: %w", err)
+	}
+	buf.Truncate(buf.Len() - 1) // Encode appends a newline
+	return nil
 }

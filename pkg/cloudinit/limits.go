@@ -6,7 +6,7 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 )
 
-// Limits on the user's networkData (issue 15). The source is the VM owner's cloud-init volume or
+// Limits on the user's networkData. The source is the VM owner's cloud-init volume or
 // networkDataSecretRef: anyone who can create a VMI controls it, and the sidecar has a fixed memory
 // limit. Everything past a limit is rejected with an error naming the source and the limit; within
 // them the merge costs bounded memory and time (docs/footprint.md "What a hook call may carry"). Real network configs are far inside:

@@ -416,3 +416,19 @@ func TestMergeNoCloud_BlankUserDataIsNone_RendersOurV1(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, string(want), string(got))
 }
+
+// Our strings merged into the user's YAML stay double-quoted, including those PyYAML (YAML 1.1) would
+// read as another type if plain: an all-digit MAC is a base-60 integer to it, "yes" a bool.
+func TestMergeNoCloud_OurStringsStayQuotedForPyYAML(t *testing.T) {
+	ifaces := []model.BoundInterface{nic("yes", "52:54:00:12:34:56", func(b *model.BoundInterface) { b.Addresses = pfx("10.30.0.5/24") })}
+	for user, want := range map[string][]string{
+		"version: 1\n": {`mac_address: "52:54:00:12:34:56"`, `name: "yes"`, `address: "10.30.0.5/24"`, `type: "physical"`},
+		"version: 2\n": {`macaddress: "52:54:00:12:34:56"`, `"yes":`, `set-name: "yes"`, `- "10.30.0.5/24"`},
+	} {
+		out, err := MergeNoCloud([]byte(user), ifaces)
+		require.NoError(t, err)
+		for _, w := range want {
+			assert.Contains(t, string(out), w, "user %q", user)
+		}
+	}
+}

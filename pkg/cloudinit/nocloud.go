@@ -19,121 +19,120 @@ func RenderNetworkConfigV1(ifaces []model.BoundInterface) ([]byte, error) {
 	return renderV1(plans)
 }
 
-func addrSeq(as []netip.Addr) *yaml.Node {
-	s := seqNode()
+// NoCloud network-config as we write it (cloud-init's "Networking Config Version 1" and "Version 2"
+// docs). The json tags write it alone (JSON is YAML that PyYAML reads with every string quoted); the yaml
+// tags build the entries merged into the user's document (yamlNode). Field order is output order.
+type (
+	v1Config struct {
+		Version int          `json:"version"`
+		Config  []v1Physical `json:"config"`
+	}
+	v1Physical struct {
+		Type       string     `json:"type" yaml:"type"`
+		Name       string     `json:"name" yaml:"name"`
+		MACAddress string     `json:"mac_address" yaml:"mac_address"`
+		MTU        int        `json:"mtu,omitempty" yaml:"mtu,omitempty"`
+		Subnets    []v1Subnet `json:"subnets" yaml:"subnets"`
+	}
+	v1Subnet struct {
+		Type           string    `json:"type" yaml:"type"`
+		Address        string    `json:"address,omitempty" yaml:"address,omitempty"`
+		Gateway        string    `json:"gateway,omitempty" yaml:"gateway,omitempty"`
+		DNSNameservers []string  `json:"dns_nameservers,omitempty" yaml:"dns_nameservers,omitempty"`
+		DNSSearch      []string  `json:"dns_search,omitempty" yaml:"dns_search,omitempty"`
+		Routes         []v1Route `json:"routes,omitempty" yaml:"routes,omitempty"`
+	}
+	v1Route struct {
+		Network string `json:"network" yaml:"network"`
+		Prefix  int    `json:"prefix" yaml:"prefix"`
+		Gateway string `json:"gateway" yaml:"gateway"`
+	}
+	v2Ethernet struct {
+		Match       v2Match        `json:"match" yaml:"match"`
+		SetName     string         `json:"set-name" yaml:"set-name"`
+		MTU         int            `json:"mtu,omitempty" yaml:"mtu,omitempty"`
+		DHCP4       bool           `json:"dhcp4,omitempty" yaml:"dhcp4,omitempty"`
+		DHCP6       bool           `json:"dhcp6,omitempty" yaml:"dhcp6,omitempty"`
+		Addresses   []string       `json:"addresses,omitempty" yaml:"addresses,omitempty"`
+		Gateway4    string         `json:"gateway4,omitempty" yaml:"gateway4,omitempty"`
+		Gateway6    string         `json:"gateway6,omitempty" yaml:"gateway6,omitempty"`
+		Nameservers *v2Nameservers `json:"nameservers,omitempty" yaml:"nameservers,omitempty"`
+		Routes      []v2Route      `json:"routes,omitempty" yaml:"routes,omitempty"`
+	}
+	v2Match struct {
+		MACAddress string `json:"macaddress" yaml:"macaddress"`
+	}
+	v2Nameservers struct {
+		Addresses []string `json:"addresses,omitempty" yaml:"addresses,omitempty"`
+		Search    []string `json:"search,omitempty" yaml:"search,omitempty"`
+	}
+	v2Route struct {
+		To  string `json:"to" yaml:"to"`
+		Via string `json:"via" yaml:"via"`
+	}
+)
+
+func addrStrings(as []netip.Addr) []string {
+	var out []string
 	for _, a := range as {
-		s.Content = append(s.Content, strNode(a.String()))
+		out = append(out, a.String())
 	}
-	return s
+	return out
 }
 
-func strSeq(ss []string) *yaml.Node {
-	s := seqNode()
-	for _, v := range ss {
-		s.Content = append(s.Content, strNode(v))
-	}
-	return s
-}
-
-// v1Physical builds one v1 "physical" entry. name plus mac_address makes cloud-init rename the NIC to name
+// v1PhysicalOf is one v1 "physical" entry. name plus mac_address makes cloud-init rename the NIC to name
 // (apply_network_config_names). Gateways and routes go on the first subnet of their own family and DNS on
 // the first subnet: the network-manager renderer files routes under the subnet's family
 // (network_manager.py render_interface).
-func v1Physical(p *nicPlan) *yaml.Node {
-	phy := mapNode()
-	set(phy, "type", strNode("physical"))
-	set(phy, "name", strNode(p.name))
-	set(phy, "mac_address", strNode(p.mac.String()))
-	if p.mtu > 0 {
-		set(phy, "mtu", intNode(p.mtu))
-	}
-	subnets := seqNode()
-	firstOf := map[model.Family]*yaml.Node{}
+func v1PhysicalOf(p *nicPlan) v1Physical {
+	phy := v1Physical{Type: "physical", Name: p.name, MACAddress: p.mac.String(), MTU: p.mtu}
+	firstOf := map[model.Family]int{} // index in phy.Subnets
 	if p.dhcp4 {
-		s := mapNode()
-		set(s, "type", strNode("dhcp"))
-		subnets.Content = append(subnets.Content, s)
-		firstOf[model.IPv4] = s
+		firstOf[model.IPv4] = len(phy.Subnets)
+		phy.Subnets = append(phy.Subnets, v1Subnet{Type: "dhcp"})
 	}
 	if p.dhcp6 {
-		s := mapNode()
-		set(s, "type", strNode("dhcp6"))
-		subnets.Content = append(subnets.Content, s)
-		firstOf[model.IPv6] = s
+		firstOf[model.IPv6] = len(phy.Subnets)
+		phy.Subnets = append(phy.Subnets, v1Subnet{Type: "dhcp6"})
 	}
 	for _, a := range p.static {
-		s := mapNode()
-		set(s, "type", strNode("static"))
-		set(s, "address", strNode(a.String()))
+		s := v1Subnet{Type: "static", Address: a.String()}
 		f := model.FamilyOf(a.Addr())
-		if firstOf[f] == nil {
-			firstOf[f] = s
+		if _, seen := firstOf[f]; !seen {
+			firstOf[f] = len(phy.Subnets)
 			if gw := p.gateway(f); gw.IsValid() {
-				set(s, "gateway", strNode(gw.String()))
+				s.Gateway = gw.String()
 			}
 		}
-		subnets.Content = append(subnets.Content, s)
+		phy.Subnets = append(phy.Subnets, s)
 	}
-	if len(subnets.Content) > 0 {
-		if len(p.nameservers) > 0 {
-			set(subnets.Content[0], "dns_nameservers", addrSeq(p.nameservers))
-		}
-		if len(p.search) > 0 {
-			set(subnets.Content[0], "dns_search", strSeq(p.search))
-		}
-	}
-	for _, f := range []model.Family{model.IPv4, model.IPv6} {
-		routes := p.routesOf(f)
-		if len(routes) == 0 {
-			continue
-		}
-		seq := seqNode()
-		for _, r := range routes {
-			rn := mapNode()
-			set(rn, "network", strNode(r.Dest.Addr().String()))
-			set(rn, "prefix", intNode(r.Dest.Bits()))
-			set(rn, "gateway", strNode(routeGateway(r)))
-			seq.Content = append(seq.Content, rn)
-		}
-		set(firstOf[f], "routes", seq) // planNIC guarantees a subnet of the route's family
-	}
-	if len(subnets.Content) == 0 {
+	if len(phy.Subnets) == 0 {
 		// No addresses (layer2): a "manual" subnet makes the eni renderer mark the NIC "auto" so ifupdown
 		// brings the link up; without any subnet it writes no "auto" line. networkd, sysconfig and
 		// network-manager render it as they render a NIC without subnets.
-		s := mapNode()
-		set(s, "type", strNode("manual"))
-		subnets.Content = append(subnets.Content, s)
+		phy.Subnets = []v1Subnet{{Type: "manual"}}
+		return phy
 	}
-	set(phy, "subnets", subnets)
+	phy.Subnets[0].DNSNameservers, phy.Subnets[0].DNSSearch = addrStrings(p.nameservers), p.search
+	for _, r := range p.routes {
+		s := &phy.Subnets[firstOf[model.FamilyOf(r.Dest.Addr())]] // planNIC guarantees a subnet of the route's family
+		s.Routes = append(s.Routes, v1Route{Network: r.Dest.Addr().String(), Prefix: r.Dest.Bits(), Gateway: routeGateway(r)})
+	}
 	return phy
 }
 
-// v2Ethernet builds one v2 ethernets entry, keyed by the guest name. Only forms cloud-init 22.4.2 renders
+// v2EthernetOf is one v2 ethernets entry, keyed by the guest name. Only forms cloud-init 22.4.2 renders
 // right everywhere: gateway4/gateway6 for default routes (never "to: default" or "::/0"), no route metric.
 // 22.4.2 hangs all v2 routes and nameservers on the first subnet it derives (dhcp4, dhcp6, then addresses:
 // network_state.py _v2_to_v1_ipcfg), and network-manager files routes under that subnet's family, so the
 // addresses are ordered to put the routes' family first; routes of both families cannot be expressed.
-func v2Ethernet(p *nicPlan) (*yaml.Node, error) {
-	e := mapNode()
-	match := mapNode()
-	set(match, "macaddress", strNode(p.mac.String()))
-	set(e, "match", match)
-	set(e, "set-name", strNode(p.name))
-	if p.mtu > 0 {
-		set(e, "mtu", intNode(p.mtu))
-	}
-	if p.dhcp4 {
-		set(e, "dhcp4", boolNode(true))
-	}
-	if p.dhcp6 {
-		set(e, "dhcp6", boolNode(true))
-	}
+func v2EthernetOf(p *nicPlan) (v2Ethernet, error) {
+	e := v2Ethernet{Match: v2Match{MACAddress: p.mac.String()}, SetName: p.name, MTU: p.mtu, DHCP4: p.dhcp4, DHCP6: p.dhcp6}
 	addresses := p.static
 	if len(p.routes) > 0 {
 		rf := model.FamilyOf(p.routes[0].Dest.Addr())
 		if len(p.routesOf(rf)) != len(p.routes) {
-			return nil, fmt.Errorf("cloud-init v2 config for interface %q: routes of both IP families cannot be rendered correctly by cloud-init 22.4.2 from v2 (use network-config v1)", p.iface)
+			return e, fmt.Errorf("cloud-init v2 config for interface %q: routes of both IP families cannot be rendered correctly by cloud-init 22.4.2 from v2 (use network-config v1)", p.iface)
 		}
 		switch {
 		case p.dhcp4 || p.dhcp6:
@@ -142,44 +141,26 @@ func v2Ethernet(p *nicPlan) (*yaml.Node, error) {
 				first = model.IPv4
 			}
 			if rf != first {
-				return nil, fmt.Errorf("cloud-init v2 config for interface %q: IPv%d routes on a NIC whose first subnet is IPv%d DHCP cannot be rendered correctly by cloud-init 22.4.2 from v2 (use network-config v1)", p.iface, rf, first)
+				return e, fmt.Errorf("cloud-init v2 config for interface %q: IPv%d routes on a NIC whose first subnet is IPv%d DHCP cannot be rendered correctly by cloud-init 22.4.2 from v2 (use network-config v1)", p.iface, rf, first)
 			}
 		default:
 			addresses = append(p.staticOf(rf), p.staticOf(otherFamily(rf))...)
 		}
 	}
-	if len(addresses) > 0 {
-		seq := seqNode()
-		for _, a := range addresses {
-			seq.Content = append(seq.Content, strNode(a.String()))
-		}
-		set(e, "addresses", seq)
+	for _, a := range addresses {
+		e.Addresses = append(e.Addresses, a.String())
 	}
 	if p.gateway4.IsValid() {
-		set(e, "gateway4", strNode(p.gateway4.String()))
+		e.Gateway4 = p.gateway4.String()
 	}
 	if p.gateway6.IsValid() {
-		set(e, "gateway6", strNode(p.gateway6.String()))
+		e.Gateway6 = p.gateway6.String()
 	}
 	if len(p.nameservers) > 0 || len(p.search) > 0 {
-		ns := mapNode()
-		if len(p.nameservers) > 0 {
-			set(ns, "addresses", addrSeq(p.nameservers))
-		}
-		if len(p.search) > 0 {
-			set(ns, "search", strSeq(p.search))
-		}
-		set(e, "nameservers", ns)
+		e.Nameservers = &v2Nameservers{Addresses: addrStrings(p.nameservers), Search: p.search}
 	}
-	if len(p.routes) > 0 {
-		seq := seqNode()
-		for _, r := range p.routes {
-			rn := mapNode()
-			set(rn, "to", strNode(r.Dest.String()))
-			set(rn, "via", strNode(routeGateway(r)))
-			seq.Content = append(seq.Content, rn)
-		}
-		set(e, "routes", seq)
+	for _, r := range p.routes {
+		e.Routes = append(e.Routes, v2Route{To: r.Dest.String(), Via: routeGateway(r)})
 	}
 	return e, nil
 }
@@ -202,14 +183,11 @@ func MergeNoCloud(user []byte, ifaces []model.BoundInterface) ([]byte, error) {
 
 // renderV1 writes NoCloud network-config v1 for plans alone.
 func renderV1(plans []nicPlan) ([]byte, error) {
-	config := seqNode()
+	c := v1Config{Version: 1, Config: make([]v1Physical, 0, len(plans))}
 	for i := range plans {
-		config.Content = append(config.Content, v1Physical(&plans[i]))
+		c.Config = append(c.Config, v1PhysicalOf(&plans[i]))
 	}
-	root := mapNode()
-	set(root, "version", intNode(1))
-	set(root, "config", config)
-	return nodeJSON(root)
+	return marshalJSON(c, true)
 }
 
 // noCloudUser is the user's NoCloud network-config, parsed: the document (re-emitted after the merge),
@@ -338,7 +316,11 @@ func v1UserNICs(body *yaml.Node, mb *mergeBudget) (*yaml.Node, []string, []strin
 }
 
 func v1Add(config *yaml.Node, p *nicPlan) error {
-	config.Content = append(config.Content, v1Physical(p))
+	entry, err := yamlNode(v1PhysicalOf(p))
+	if err != nil {
+		return err
+	}
+	config.Content = append(config.Content, entry)
 	return nil
 }
 
@@ -355,11 +337,15 @@ func v2UserNICs(body *yaml.Node, mb *mergeBudget) (*yaml.Node, []string, []strin
 }
 
 func v2Add(ethernets *yaml.Node, p *nicPlan) error {
-	entry, err := v2Ethernet(p)
+	e, err := v2EthernetOf(p)
 	if err != nil {
 		return err
 	}
-	setQuotedKey(ethernets, p.name, entry)
+	entry, err := yamlNode(e)
+	if err != nil {
+		return err
+	}
+	ethernets.Content = append(ethernets.Content, quoted(p.name), entry) // the ID comes from data: quoted
 	return nil
 }
 

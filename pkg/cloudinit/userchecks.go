@@ -15,7 +15,7 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 )
 
-// Checks on the user's data before our parts join it (issue 30): what is already ours, what the user
+// Checks on the user's data before our parts join it: what is already ours, what the user
 // overrides, and what reached us mangled.
 
 // Warning codes ApplyOptions.Warn receives.

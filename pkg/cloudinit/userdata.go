@@ -217,7 +217,7 @@ func firstBytes(s string, n int) string {
 // plainASCII reports whether s can travel as a 7bit MIME part unchanged and cheaply: ASCII, no carriage
 // returns (Python's parser treats a lone CR as a line end), and no control byte but tab and newline:
 // encoding/json writes each as a 6-byte \u00XX, so 1 MiB of them would make an answer of 6 MiB, past the
-// 4 MiB virt-launcher receives (issue 30); base64 makes it 1.33 MiB.
+// 4 MiB virt-launcher receives; base64 makes it 1.33 MiB.
 func plainASCII(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c >= 0x80 || (c < 0x20 && c != '\t' && c != '\n') {

@@ -5,47 +5,57 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 
 	yaml "go.yaml.in/yaml/v3"
 )
 
-// Why JSON for what we render and yaml.Node for merges: JSON is YAML that cloud-init's PyYAML reads with
-// every string quoted (an unquoted MAC would be a base-60 integer, a name like "yes" a bool), and
-// encoding it is ~5x cheaper than go.yaml.in/yaml/v3's emitter, which keeps every event of a document in
-// memory. Merging needs the user's YAML kept as PyYAML (YAML 1.1) reads it: converting their document to
-// JSON would re-type its plain scalars under YAML 1.2 rules ("dhcp4: yes"), while re-emitting the parsed
-// nodes keeps each scalar's style and tag, comments and anchors. So our entries are built once, as nodes
-// (strings double-quoted, integers and booleans plain), and serialised by nodeJSON or the yaml encoder.
+// What we render alone is JSON (marshalJSON): YAML that cloud-init's PyYAML reads with every string
+// quoted, so an unquoted MAC cannot become a base-60 integer nor a name like "yes" a bool, and encoding/json
+// is far cheaper than go.yaml.in/yaml/v3's emitter, which keeps every event of a document in memory
+// (BenchmarkRenderNetworkConfigV1 against BenchmarkMergeNoCloud). Merging
+// into the user's YAML goes through yaml.Node, because the user's document must come out as PyYAML (YAML
+// 1.1) read it: their keys, order, comments, anchors, and each scalar's style and tag (re-typed under
+// YAML 1.2, as a decode into Go values would, "dhcp4: yes" would change meaning), and every key we do not
+// model. Our entries join that tree as nodes the yaml library builds from the same structs (yamlNode).
 
-func strNode(s string) *yaml.Node {
+// yamlNode is v as a node tree for the user's document, every string double-quoted: the yaml library
+// writes plain what its own resolver reads as a string, and PyYAML's YAML 1.1 resolver is another (a plain
+// 52:54:00:12:34:56 is a base-60 integer to it), so no string of ours is left to either's guess.
+func yamlNode(v any) (*yaml.Node, error) {
+	var n yaml.Node
+	if err := n.Encode(v); err != nil {
+		return nil, fmt.Errorf("encoding YAML: %w", err)
+	}
+	quoteStrings(&n)
+	return &n, nil
+}
+
+// quoteStrings double-quotes the string values under n; keys are our field names, written plain.
+func quoteStrings(n *yaml.Node) {
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 1; i < len(n.Content); i += 2 {
+			quoteStrings(n.Content[i])
+		}
+	case yaml.SequenceNode:
+		for _, c := range n.Content {
+			quoteStrings(c)
+		}
+	case yaml.ScalarNode:
+		if n.Tag == "!!str" {
+			n.Style = yaml.DoubleQuotedStyle
+		}
+	}
+}
+
+// quoted is a double-quoted string node: a key that comes from data (a v2 interface ID).
+func quoted(s string) *yaml.Node {
 	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s, Style: yaml.DoubleQuotedStyle}
-}
-
-func intNode(i int) *yaml.Node {
-	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(i)}
-}
-
-func boolNode(b bool) *yaml.Node {
-	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(b)}
-}
-
-func seqNode(items ...*yaml.Node) *yaml.Node {
-	return &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Content: items}
-}
-
-func mapNode() *yaml.Node {
-	return &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
 }
 
 // set appends key: value to mapping m (keys we generate are fixed identifiers, emitted plain).
 func set(m *yaml.Node, key string, value *yaml.Node) {
 	m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, value)
-}
-
-// setQuotedKey appends "key": value, for keys that come from data (v2 interface IDs).
-func setQuotedKey(m *yaml.Node, key string, value *yaml.Node) {
-	m.Content = append(m.Content, strNode(key), value)
 }
 
 // encodeYAML emits a document with 2-space indentation. The yaml library reports most failures by
@@ -134,7 +144,7 @@ func lookup(m *yaml.Node, key string) *yaml.Node {
 const maxMergeVisits = 1000
 
 // mergeBudget bounds the mappings that merge keys make all lookups of one document visit together
-// (MaxMergeExpansion): a per-lookup bound alone let 15,000 chained merges cost 10 s (issue 15).
+// (MaxMergeExpansion): with a per-lookup bound alone, a chain of merges costs time quadratic in its length.
 type mergeBudget struct{ left int }
 
 func newMergeBudget() *mergeBudget { return &mergeBudget{left: MaxMergeExpansion} }
