@@ -20,6 +20,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/test/guest"
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/ovn"
 )
 
 // The VM with a guest: a pod NIC (masquerade) and one VF network bound to sriov-udn, dual-stack, booted from
@@ -132,27 +133,17 @@ func readVFNetwork(pod *corev1.Pod) (vfNetwork, error) {
 	if err := json.Unmarshal([]byte(pod.Annotations["k8s.v1.cni.cncf.io/network-status"]), &statuses); err != nil {
 		return out, fmt.Errorf("network-status of pod %s: %w", pod.Name, err)
 	}
-	var podNetworks map[string]struct {
-		IPs    []string `json:"ip_addresses"`
-		Routes []struct {
-			Dest    string `json:"dest"`
-			NextHop string `json:"nextHop"`
-		} `json:"routes"`
-	}
-	if err := json.Unmarshal([]byte(pod.Annotations["k8s.ovn.org/pod-networks"]), &podNetworks); err != nil {
-		return out, fmt.Errorf("pod-networks of pod %s: %w", pod.Name, err)
+	podNetworks, err := ovn.Decode(pod.Annotations[ovn.PodNetworksAnnotation])
+	if err != nil {
+		return out, fmt.Errorf("pod %s: %w", pod.Name, err)
 	}
 	name := "default/" + guestNAD
 	pn, ok := podNetworks[name]
 	if !ok {
 		return out, fmt.Errorf("pod-networks of pod %s has no %s", pod.Name, name)
 	}
-	for _, ip := range pn.IPs {
-		p, err := netip.ParsePrefix(ip)
-		if err != nil {
-			return out, fmt.Errorf("pod-networks of pod %s: %s: %w", pod.Name, name, err)
-		}
-		out.Prefixes = append(out.Prefixes, p)
+	if out.Prefixes, err = pn.Prefixes(); err != nil {
+		return out, fmt.Errorf("pod-networks of pod %s: %s: %w", pod.Name, name, err)
 	}
 	out.Routes = map[string]string{}
 	for _, r := range pn.Routes {

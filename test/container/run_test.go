@@ -50,13 +50,13 @@ func drive(t *testing.T, p *pod, start func() *sidecar) answers {
 	// The pod starts with the annotations set before Multus reports status; virt-controller writes
 	// kubevirt.io/network-info only once every container is Ready, so device-info starts empty
 	// (pkg/virt-controller/watch/vmi/lifecycle.go).
-	require.NoError(t, p.podInfo.Write(s.labels, without(s.annotations,
+	require.NoError(t, p.WritePodInfo(s.labels, without(s.annotations,
 		"k8s.v1.cni.cncf.io/network-status", "k8s.ovn.org/pod-networks", "kubevirt.io/network-info")))
-	require.NoError(t, p.deviceInfo.Write(""))
+	require.NoError(t, p.WriteDeviceInfo(""))
 	sc := start()
 	var a answers
 
-	info, err := bench.CallInfo(p.socket)
+	info, err := bench.CallInfo(p.Socket())
 	require.NoError(t, err)
 	a.Info = infoAnswer{Name: info.Name, Versions: info.Versions, HookPoints: map[string]int32{}}
 	for _, hp := range info.HookPoints {
@@ -76,7 +76,7 @@ func drive(t *testing.T, p *pod, start func() *sidecar) answers {
 	}()
 	_, err = sc.proc.WaitLog(func(m map[string]any) bool { return m["msg"] == "waiting for data" }, 20*time.Second)
 	require.NoError(t, err, "PreCloudInitIso waits for the network status")
-	require.NoError(t, p.podInfo.Write(s.labels, s.annotations)) // kubelet's swap: Multus reported
+	require.NoError(t, p.WritePodInfo(s.labels, s.annotations)) // kubelet's swap: Multus reported
 	select {
 	case r := <-done:
 		require.NoError(t, r.err)
@@ -96,14 +96,14 @@ func drive(t *testing.T, p *pod, start func() *sidecar) answers {
 	require.NoError(t, err)
 	a.IfaceCache = map[string]*kvcache.PodIfaceCacheData{}
 	for _, iface := range boundIfaces {
-		got, err := kvcache.ReadPodInterfaceCache(cacheReader{p.ifaceCache}, string(s.vmi.UID), iface)
+		got, err := kvcache.ReadPodInterfaceCache(cacheReader{p.CacheDir}, string(s.vmi.UID), iface)
 		require.NoError(t, err, "KubeVirt's reader reads %s", iface)
 		a.IfaceCache[iface] = got
 	}
 
-	require.FileExists(t, p.socket)
+	require.FileExists(t, p.Socket())
 	a.ExitCode = sc.stop(t)
-	assert.NoFileExists(t, p.socket, "stopping removes the socket")
+	assert.NoFileExists(t, p.Socket(), "stopping removes the socket")
 	return a
 }
 
@@ -154,14 +154,14 @@ func TestContainer_DrivenByKubeVirtsHookManager_AnswersAsTheBareBinary(t *testin
 	assert.Equal(t, []string{"192.168.50.7", "fd50:0:0:1::7"}, inContainer.IfaceCache["sriov-l2"].PodIPs)
 
 	// It ran as 107 in the volume KubeVirt mounts, with the binding name KubeVirt passed.
-	st, err := os.Stat(filepath.Join(ctrPod.ifaceCache, string(loadSamples(t).vmi.UID), "sriov-l2"))
+	st, err := os.Stat(filepath.Join(ctrPod.CacheDir, string(loadSamples(t).vmi.UID), "sriov-l2"))
 	require.NoError(t, err)
 	assert.Equal(t, uint32(107), st.Sys().(*syscall.Stat_t).Uid, "the cache file is written by uid 107")
 	started := logLine(t, ctr.proc.Logs(), "started")
 	assert.Equal(t, testVersion, started["version"])
 	assert.Equal(t, bindingName, started["binding"])
 	assert.Equal(t, bindingNameEnv, started["bindingSource"])
-	assert.Equal(t, filepath.Join(mountHooks, socketName), started["socket"])
+	assert.Equal(t, filepath.Join(mountHooks, harness.SocketName), started["socket"])
 }
 
 // logLine returns the first JSON log line whose msg is msg.

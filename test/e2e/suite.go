@@ -11,7 +11,6 @@ import (
 	"io"
 	"mime"
 	"mime/multipart"
-	"net/netip"
 	"net/textproto"
 	"os/exec"
 	"strings"
@@ -23,6 +22,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/ovn"
 )
 
 // Target is a cluster the suite runs on: KubeVirt deployed and the sriov-udn binding registered as
@@ -358,26 +359,24 @@ func ourSidecar(pod *corev1.Pod) *corev1.Container {
 // podNetworksAddresses reads network's ip_addresses (CIDR, OVN-K's form) from the pod's k8s.ovn.org/pod-networks,
 // with plain JSON: the expectation must not come from the sidecar's own parsers.
 func podNetworksAddresses(pod *corev1.Pod, network string) ([]string, error) {
-	var networks map[string]struct {
-		IPs []string `json:"ip_addresses"`
-	}
-	value, ok := pod.Annotations["k8s.ovn.org/pod-networks"]
+	value, ok := pod.Annotations[ovn.PodNetworksAnnotation]
 	if !ok {
-		return nil, fmt.Errorf("pod %s has no k8s.ovn.org/pod-networks", pod.Name)
+		return nil, fmt.Errorf("pod %s has no %s", pod.Name, ovn.PodNetworksAnnotation)
 	}
-	if err := json.Unmarshal([]byte(value), &networks); err != nil {
-		return nil, fmt.Errorf("k8s.ovn.org/pod-networks of pod %s: %w", pod.Name, err)
+	pns, err := ovn.Decode(value)
+	if err != nil {
+		return nil, fmt.Errorf("%s of pod %s: %w", ovn.PodNetworksAnnotation, pod.Name, err)
 	}
-	entry, ok := networks[network]
+	entry, ok := pns[network]
 	if !ok {
-		return nil, fmt.Errorf("k8s.ovn.org/pod-networks of pod %s has no %s", pod.Name, network)
+		return nil, fmt.Errorf("%s of pod %s has no %s", ovn.PodNetworksAnnotation, pod.Name, network)
+	}
+	prefixes, err := entry.Prefixes()
+	if err != nil {
+		return nil, fmt.Errorf("%s of pod %s: %s: %w", ovn.PodNetworksAnnotation, pod.Name, network, err)
 	}
 	var out []string
-	for _, s := range entry.IPs {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return nil, fmt.Errorf("k8s.ovn.org/pod-networks of pod %s: %s: %w", pod.Name, network, err)
-		}
+	for _, p := range prefixes {
 		out = append(out, p.String())
 	}
 	return out, nil

@@ -27,8 +27,8 @@ func silentClient(t *testing.T, socket string) {
 // Case 4: a client that connects and never speaks must not hold the stop past the stop timeout.
 func TestShutdown_SilentClientConnected_SIGTERMExitsWithinStopTimeout(t *testing.T) {
 	l := newLayout(t)
-	proc := l.start(t)
-	silentClient(t, l.socket())
+	proc := start(t, l)
+	silentClient(t, l.Socket())
 
 	start := time.Now()
 	require.NoError(t, proc.Signal(syscall.SIGTERM))
@@ -36,14 +36,14 @@ func TestShutdown_SilentClientConnected_SIGTERMExitsWithinStopTimeout(t *testing
 	require.NoError(t, err, "a connected client that never sent the HTTP/2 preface held the stop")
 	assert.Equal(t, 0, code)
 	assert.Less(t, time.Since(start), stopBound)
-	assert.NoFileExists(t, l.socket())
+	assert.NoFileExists(t, l.Socket())
 }
 
 // A client that sent part of the preface and stalls is cut at the stop timeout.
 func TestShutdown_StalledPrefaceClient_SIGTERMExitsWithinStopTimeout(t *testing.T) {
 	l := newLayout(t)
-	proc := l.start(t)
-	conn, err := net.Dial("unix", l.socket())
+	proc := start(t, l)
+	conn, err := net.Dial("unix", l.Socket())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
 	_, err = conn.Write([]byte("PRI * HTTP/2.0\r\n"))
@@ -53,20 +53,20 @@ func TestShutdown_StalledPrefaceClient_SIGTERMExitsWithinStopTimeout(t *testing.
 	code, err := proc.Wait(stopBound)
 	require.NoError(t, err, "a client stalled in the HTTP/2 preface held the stop")
 	assert.Equal(t, 0, code)
-	assert.NoFileExists(t, l.socket())
+	assert.NoFileExists(t, l.Socket())
 }
 
 func TestShutdown_SilentClientConnected_ShutdownHookExitsWithinStopTimeout(t *testing.T) {
 	l := newLayout(t)
-	proc := l.start(t)
-	silentClient(t, l.socket())
+	proc := start(t, l)
+	silentClient(t, l.Socket())
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := hooksv1alpha3.NewCallbacksClient(dial(t, l.socket())).Shutdown(ctx, &hooksv1alpha3.ShutdownParams{})
+	_, err := hooksv1alpha3.NewCallbacksClient(dial(t, l.Socket())).Shutdown(ctx, &hooksv1alpha3.ShutdownParams{})
 	require.NoError(t, err)
 	code, err := proc.Wait(stopBound)
 	require.NoError(t, err, "a connected client that never sent the HTTP/2 preface held the stop")
 	assert.Equal(t, 0, code)
-	assert.NoFileExists(t, l.socket())
+	assert.NoFileExists(t, l.Socket())
 }
