@@ -1,22 +1,16 @@
 package container
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	v1 "kubevirt.io/api/core/v1"
 	"kubevirt.io/kubevirt/pkg/hooks"
-	kvcache "kubevirt.io/kubevirt/pkg/network/cache"
-	kfs "kubevirt.io/kubevirt/pkg/os/fs"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/harness"
 )
@@ -118,41 +112,4 @@ func startContainer(t *testing.T, p *pod, extra []string, prepare func(name stri
 		assert.Equal(t, code, st.ExitCode, "podman start --attach exits with the container's code")
 		return st.ExitCode
 	}}
-}
-
-// samples are the built-in virt-launcher pod and VMI `make demo` renders (cmd/sidecar/samples): a
-// dual-stack layer2 secondary UDN and a localnet with ipam_mode dhcp, both bound to sriov-udn.
-type samples struct {
-	labels, annotations map[string]string
-	vmi                 *v1.VirtualMachineInstance
-}
-
-func loadSamples(t *testing.T) samples {
-	t.Helper()
-	dir := filepath.Join(harness.RepoRoot(), "cmd", "sidecar", "samples")
-	var podObj struct {
-		Metadata struct {
-			Labels      map[string]string `json:"labels"`
-			Annotations map[string]string `json:"annotations"`
-		} `json:"metadata"`
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, "pod.json"))
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(raw, &podObj))
-	raw, err = os.ReadFile(filepath.Join(dir, "vmi.json"))
-	require.NoError(t, err)
-	s := samples{labels: podObj.Metadata.Labels, annotations: podObj.Metadata.Annotations, vmi: &v1.VirtualMachineInstance{}}
-	require.NoError(t, json.Unmarshal(raw, s.vmi))
-	return s
-}
-
-// cacheReader roots KubeVirt's pod interface cache reader at dir, keeping its <vmi-uid>/<iface> layout.
-type cacheReader struct{ dir string }
-
-func (c cacheReader) New(path string) *kvcache.Cache {
-	const kubevirtRoot = "/var/run/kubevirt-private/network-info-cache"
-	if rest, ok := strings.CutPrefix(path, kubevirtRoot+"/"); ok {
-		return kvcache.NewCustomCache(filepath.Join(c.dir, rest), kfs.New())
-	}
-	return kvcache.NewCustomCache(filepath.Join(c.dir, "elsewhere", path), kfs.New())
 }

@@ -127,7 +127,7 @@ func TestCache_AnnotationsLoseTheNetwork_EntriesKept(t *testing.T) {
 	before := readEntry(t, l, s, "sriov-l2")
 
 	require.NoError(t, l.WritePodInfo(map[string]string{"kubevirt.io": "virt-launcher"},
-		without(s.annotations, "k8s.v1.cni.cncf.io/network-status", "k8s.ovn.org/pod-networks")))
+		harness.Without(s.annotations, "k8s.v1.cni.cncf.io/network-status", "k8s.ovn.org/pod-networks")))
 	_, err = proc.WaitLog(refreshed, logWait)
 	require.NoError(t, err)
 	assert.Equal(t, before, readEntry(t, l, s, "sriov-l2"))

@@ -83,35 +83,10 @@ type samples struct {
 
 func loadSamples(t *testing.T) samples {
 	t.Helper()
-	dir := filepath.Join(harness.RepoRoot(), "cmd", "sidecar", "samples")
-	raw, err := os.ReadFile(filepath.Join(dir, "pod.json"))
+	pod, vmi := harness.LoadSamples(t)
+	raw, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "cmd", "sidecar", "samples", "vmi.json"))
 	require.NoError(t, err)
-	var pod struct {
-		Metadata struct {
-			Annotations map[string]string `json:"annotations"`
-		} `json:"metadata"`
-	}
-	require.NoError(t, json.Unmarshal(raw, &pod))
-	vmi, err := os.ReadFile(filepath.Join(dir, "vmi.json"))
-	require.NoError(t, err)
-	var meta struct {
-		Metadata struct {
-			UID string `json:"uid"`
-		} `json:"metadata"`
-	}
-	require.NoError(t, json.Unmarshal(vmi, &meta))
-	return samples{annotations: pod.Metadata.Annotations, vmiJSON: vmi, vmiUID: meta.Metadata.UID}
-}
-
-func without(m map[string]string, drop ...string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	for _, k := range drop {
-		delete(out, k)
-	}
-	return out
+	return samples{annotations: pod.Metadata.Annotations, vmiJSON: raw, vmiUID: string(vmi.UID)}
 }
 
 func noCloudJSON(t *testing.T) []byte {

@@ -16,7 +16,6 @@ import (
 	cloudinit "kubevirt.io/kubevirt/pkg/cloud-init"
 	"kubevirt.io/kubevirt/pkg/hooks"
 	kvcache "kubevirt.io/kubevirt/pkg/network/cache"
-	kfs "kubevirt.io/kubevirt/pkg/os/fs"
 	"kubevirt.io/kubevirt/pkg/virt-launcher/virtwrap/api"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/harness"
@@ -40,33 +39,13 @@ func startBoundSidecar(t *testing.T, suffix string, extra ...string) *podLayout 
 
 func fmtAny(v any) string { return fmt.Sprint(v) }
 
-func withoutKeys(m map[string]string, drop ...string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	for _, k := range drop {
-		delete(out, k)
-	}
-	return out
-}
-
-func sampleNoCloud() *cloudinit.CloudInitData {
-	return &cloudinit.CloudInitData{
-		DataSource:      cloudinit.DataSourceNoCloud,
-		NoCloudMetaData: &cloudinit.NoCloudMetadata{InstanceID: "vm-sriov.tenant-a", LocalHostname: "vm-sriov"},
-		UserData:        "#cloud-config\nuser: fedora\n",
-		VolumeName:      "cloudinitdisk",
-	}
-}
-
 func TestPreCloudInitIso_WaitsForNetworkStatus_ReturnsWithinMillisecondsOfSwap(t *testing.T) {
 	harness.RequireRoot(t)
 	harness.LockHooksRoot(t)
 	pod, vmi := harness.LoadSamples(t)
 	l := startBoundSidecar(t, "itest-late")
 	// The pod starts with only the annotations KubeVirt/OVN-K set before Multus reports status.
-	require.NoError(t, l.WritePodInfo(pod.Metadata.Labels, withoutKeys(pod.Metadata.Annotations,
+	require.NoError(t, l.WritePodInfo(pod.Metadata.Labels, harness.Without(pod.Metadata.Annotations,
 		"k8s.v1.cni.cncf.io/network-status", "kubevirt.io/network-info", "k8s.ovn.org/pod-networks")))
 
 	mgr := hooks.GetManager()
@@ -79,7 +58,7 @@ func TestPreCloudInitIso_WaitsForNetworkStatus_ReturnsWithinMillisecondsOfSwap(t
 	}
 	done := make(chan result, 1)
 	go func() {
-		out, err := mgr.PreCloudInitIso(vmi, sampleNoCloud())
+		out, err := mgr.PreCloudInitIso(vmi, harness.SampleNoCloud())
 		done <- result{out, err, time.Now()}
 	}()
 	waiting, err := l.proc.WaitLog(func(m map[string]any) bool { return m["msg"] == "waiting for data" }, 10*time.Second)
@@ -121,11 +100,11 @@ func TestPreCloudInitIso_DataNeverArrives_ErrorNamesEveryMissingItem(t *testing.
 	harness.LockHooksRoot(t)
 	pod, vmi := harness.LoadSamples(t)
 	l := startBoundSidecar(t, "itest-timeout", "--wait-timeout", "1s")
-	require.NoError(t, l.WritePodInfo(pod.Metadata.Labels, withoutKeys(pod.Metadata.Annotations,
+	require.NoError(t, l.WritePodInfo(pod.Metadata.Labels, harness.Without(pod.Metadata.Annotations,
 		"k8s.v1.cni.cncf.io/network-status", "k8s.ovn.org/pod-networks", "kubevirt.io/network-info")))
 	mgr := hooks.GetManager()
 	require.NoError(t, mgr.Collect(1, 10*time.Second))
-	_, err := mgr.PreCloudInitIso(vmi, sampleNoCloud())
+	_, err := mgr.PreCloudInitIso(vmi, harness.SampleNoCloud())
 	require.Error(t, err)
 	for _, want := range []string{"sriov-l2", "sriov-localnet", "k8s.v1.cni.cncf.io/network-status", "tenant-a/l2-secondary", "tenant-a/localnet-dhcp"} {
 		assert.Contains(t, err.Error(), want)
@@ -137,7 +116,7 @@ func TestOnDefineDomain_WaitsForDeviceInfo_AddsOneHostdevPerVFIdempotently(t *te
 	harness.LockHooksRoot(t)
 	pod, vmi := harness.LoadSamples(t)
 	l := startBoundSidecar(t, "itest-domain")
-	require.NoError(t, l.WritePodInfo(pod.Metadata.Labels, withoutKeys(pod.Metadata.Annotations, "kubevirt.io/network-info")))
+	require.NoError(t, l.WritePodInfo(pod.Metadata.Labels, harness.Without(pod.Metadata.Annotations, "kubevirt.io/network-info")))
 	mgr := hooks.GetManager()
 	require.NoError(t, mgr.Collect(1, 10*time.Second))
 
@@ -206,12 +185,12 @@ func TestSidecar_SIGTERMWhileHookWaits_CallFailsAndProcessExitsCleanly(t *testin
 	harness.LockHooksRoot(t)
 	pod, vmi := harness.LoadSamples(t)
 	l := startBoundSidecar(t, "itest-term-wait")
-	require.NoError(t, l.WritePodInfo(pod.Metadata.Labels, withoutKeys(pod.Metadata.Annotations, "k8s.v1.cni.cncf.io/network-status", "k8s.ovn.org/pod-networks")))
+	require.NoError(t, l.WritePodInfo(pod.Metadata.Labels, harness.Without(pod.Metadata.Annotations, "k8s.v1.cni.cncf.io/network-status", "k8s.ovn.org/pod-networks")))
 	mgr := hooks.GetManager()
 	require.NoError(t, mgr.Collect(1, 10*time.Second))
 	done := make(chan error, 1)
 	go func() {
-		_, err := mgr.PreCloudInitIso(vmi, sampleNoCloud())
+		_, err := mgr.PreCloudInitIso(vmi, harness.SampleNoCloud())
 		done <- err
 	}()
 	_, err := l.proc.WaitLog(func(m map[string]any) bool { return m["msg"] == "waiting for data" }, 10*time.Second)
@@ -224,18 +203,6 @@ func TestSidecar_SIGTERMWhileHookWaits_CallFailsAndProcessExitsCleanly(t *testin
 	require.Error(t, callErr, "the waiting call is cancelled, not answered with partial data")
 }
 
-// rootedCacheCreator roots KubeVirt's pod interface cache at dir, keeping its <vmi-uid>/<iface>
-// layout: what a virt-handler integration hands KubeVirt's reader to read our files.
-type rootedCacheCreator struct{ dir string }
-
-func (c rootedCacheCreator) New(path string) *kvcache.Cache {
-	rel, err := filepath.Rel("/var/run/kubevirt-private/network-info-cache", path)
-	if err != nil || strings.HasPrefix(rel, "..") {
-		rel = filepath.Join("not-pod-iface-cache", filepath.Clean("/"+path))
-	}
-	return kvcache.NewCustomCache(filepath.Join(c.dir, rel), kfs.New())
-}
-
 func TestInterfaceCache_FollowsIPChangeAfterStart_ReadByKubeVirtsReader(t *testing.T) {
 	harness.RequireRoot(t)
 	harness.LockHooksRoot(t)
@@ -244,12 +211,12 @@ func TestInterfaceCache_FollowsIPChangeAfterStart_ReadByKubeVirtsReader(t *testi
 	require.NoError(t, l.WritePodInfo(pod.Metadata.Labels, pod.Metadata.Annotations))
 	mgr := hooks.GetManager()
 	require.NoError(t, mgr.Collect(1, 10*time.Second))
-	_, err := mgr.PreCloudInitIso(vmi, sampleNoCloud())
+	_, err := mgr.PreCloudInitIso(vmi, harness.SampleNoCloud())
 	require.NoError(t, err)
 	_, err = l.proc.WaitLog(func(m map[string]any) bool { return m["msg"] == "interface cache updated" }, 10*time.Second)
 	require.NoError(t, err)
 
-	creator := rootedCacheCreator{l.CacheDir}
+	creator := harness.CacheReader{Dir: l.CacheDir}
 	got, err := kvcache.ReadPodInterfaceCache(creator, string(vmi.UID), "sriov-l2")
 	require.NoError(t, err)
 	assert.Equal(t, "192.168.50.7", got.PodIP)
@@ -258,7 +225,7 @@ func TestInterfaceCache_FollowsIPChangeAfterStart_ReadByKubeVirtsReader(t *testi
 	assert.Equal(t, "02:00:00:aa:01:01", got.Iface.MacAddress)
 
 	// OVN-K moves the address (e.g. a re-created IPAMClaim); kubelet projects the new annotation.
-	changed := withoutKeys(pod.Metadata.Annotations)
+	changed := harness.Without(pod.Metadata.Annotations)
 	changed["k8s.ovn.org/pod-networks"] = strings.ReplaceAll(changed["k8s.ovn.org/pod-networks"], "192.168.50.7/24", "192.168.50.9/24")
 	changed["k8s.v1.cni.cncf.io/network-status"] = strings.ReplaceAll(changed["k8s.v1.cni.cncf.io/network-status"], `"192.168.50.7"`, `"192.168.50.9"`)
 	require.NoError(t, l.WritePodInfo(pod.Metadata.Labels, changed))

@@ -38,7 +38,7 @@ func TestPreCloudInitIso_SecretUserData1MiB_WorstEscapes_IntactAndUnderTheLimit(
 			before, err := bench.ReadProcStats(l.proc.Pid())
 			require.NoError(t, err)
 
-			data := sampleNoCloud()
+			data := harness.SampleNoCloud()
 			data.UserData = tc.UserData
 			t0 := time.Now()
 			out, err := mgr.PreCloudInitIso(vmi, data)
