@@ -14,13 +14,13 @@ import (
 func TestKubectl_RunsWrappedWithKubeconfigAndStdin(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "kubectl")
-	script := "#!/bin/sh\nif [ \"$3\" = fail ]; then echo boom >&2; exit 3; fi\nprintf '{\"args\":\"%s\",\"in\":\"%s\"}' \"$*\" \"$(cat)\"\n"
+	script := "#!/bin/sh\nif [ \"$3\" = fail ]; then echo boom >&2; exit 3; fi\nprintf '{\"args\":\"%s\",\"in\":\"%s\",\"x\":\"%s\"}' \"$*\" \"$(cat)\" \"$X\"\n"
 	require.NoError(t, os.WriteFile(bin, []byte(script), 0o755))
 	k := Kubectl{Binary: bin, Kubeconfig: "/kc", Wrap: []string{"env", "X=1"}}
 
 	out, err := k.Run(context.Background(), []byte("doc"), "apply", "-f", "-")
 	require.NoError(t, err)
-	assert.JSONEq(t, `{"args":"--kubeconfig /kc apply -f -","in":"doc"}`, string(out))
+	assert.JSONEq(t, `{"args":"--kubeconfig /kc apply -f -","in":"doc","x":"1"}`, string(out))
 
 	var got struct{ Args string }
 	require.NoError(t, k.GetJSON(context.Background(), &got, "pods"))
