@@ -201,11 +201,16 @@ type SwapLatency struct {
 // swaps anyway; the hook needs a fraction of a millisecond to reach its wait.
 const waitingGrace = 20 * time.Millisecond
 
+// PodInfoWriter writes the pod-info volume as kubelet does (harness.Pod, harness.Volume).
+type PodInfoWriter interface {
+	WritePodInfo(labels, annotations map[string]string) error
+}
+
 // MeasureSwap runs n rounds: a VMI whose bound interface is network swap<i> on NAD ns1/swap-<i>, absent from the
 // current annotations, so PreCloudInitIso waits; then the annotations gain that NAD (and lose the
 // previous one) through AtomicWriter, and the hook's return is timed. lines (may be nil) are the
 // sidecar's stderr lines: one mentioning "wait" tells the bench the hook is blocked.
-func MeasureSwap(mgr hooks.Manager, podInfo *Volume, lines <-chan string, n int) (SwapLatency, error) {
+func MeasureSwap(mgr hooks.Manager, podInfo PodInfoWriter, lines <-chan string, n int) (SwapLatency, error) {
 	var res SwapLatency
 	var fromWrite, writes, early []time.Duration
 	for i := 1; i <= n; i++ {

@@ -13,6 +13,8 @@ import (
 	v1 "kubevirt.io/api/core/v1"
 	cloudinit "kubevirt.io/kubevirt/pkg/cloud-init"
 	"kubevirt.io/kubevirt/pkg/virt-launcher/virtwrap/api"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/ovn"
 )
 
 // Fixture names shared by the benchmark's VMIs and annotations.
@@ -144,20 +146,12 @@ type pciInfo struct {
 	PCIAddress string `json:"pci-address"`
 }
 
-// podNetwork mirrors one k8s.ovn.org/pod-networks value.
-type podNetwork struct {
-	IPAddresses []string `json:"ip_addresses"`
-	MACAddress  string   `json:"mac_address"`
-	GatewayIPs  []string `json:"gateway_ips,omitempty"`
-	Role        string   `json:"role"`
-}
-
 // Annotations are the pod annotations OVN-K, Multus and KubeVirt set for ifaces, plus a filler
 // annotation that pads the total to at least padTo bytes (0 = no filler): real pods carry large
 // unrelated annotations, and the sidecar reads them all.
 func Annotations(ifaces []Iface, padTo int) (map[string]string, error) {
 	statuses := []networkStatus{{Name: "ovn-kubernetes", Interface: "eth0", IPs: []string{"10.244.0.3"}, MAC: "0a:58:0a:f4:00:03", Default: true}}
-	pn := map[string]podNetwork{"default": {IPAddresses: []string{"10.244.0.3/24"}, MACAddress: "0a:58:0a:f4:00:03", GatewayIPs: []string{"10.244.0.1"}, Role: "infrastructure-locked"}}
+	pn := ovn.PodNetworks{"default": {IPAddresses: []string{"10.244.0.3/24"}, MACAddress: "0a:58:0a:f4:00:03", GatewayIPs: []string{"10.244.0.1"}, Role: "infrastructure-locked"}}
 	type netInfoIface struct {
 		Network    string      `json:"network"`
 		DeviceInfo *deviceInfo `json:"deviceInfo,omitempty"`
@@ -172,13 +166,13 @@ func Annotations(ifaces []Iface, padTo int) (map[string]string, error) {
 			Name: f.NAD, Interface: HashedPodIfaceName(f.Network), IPs: []string{addrOf(f.IPv4), addrOf(f.IPv6)},
 			MAC: f.MAC, DeviceInfo: di,
 		})
-		pn[f.NAD] = podNetwork{IPAddresses: []string{f.IPv4, f.IPv6}, MACAddress: f.MAC, Role: "secondary"}
+		pn[f.NAD] = ovn.PodNetwork{IPAddresses: []string{f.IPv4, f.IPv6}, MACAddress: f.MAC, Role: "secondary"}
 		netInfo.Interfaces = append(netInfo.Interfaces, netInfoIface{Network: f.Network, DeviceInfo: di, MAC: f.MAC})
 	}
 	ann := map[string]string{}
 	for key, v := range map[string]any{
 		"k8s.v1.cni.cncf.io/network-status": statuses,
-		"k8s.ovn.org/pod-networks":          pn,
+		ovn.PodNetworksAnnotation:           pn,
 		"kubevirt.io/network-info":          netInfo,
 	} {
 		b, err := json.Marshal(v)

@@ -73,11 +73,11 @@ images:
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 		return fmt.Errorf("install kustomization: %w", err)
 	}
-	if _, err := n.Kubectl(ctx, "", "apply", "-k", dir); err != nil {
+	if _, err := n.Kube().Run(ctx, nil, "apply", "-k", dir); err != nil {
 		return fmt.Errorf("register the binding: %w", err)
 	}
 	standIn := fmt.Sprintf(`{"spec":{"configuration":{"network":{"binding":{"vf-standin":{"sidecarImage":%q,"downwardAPI":"device-info"}}}}}}`, VFStandInImage)
-	if _, err := n.Kubectl(ctx, "", "-n", "kubevirt", "patch", "kubevirt", "kubevirt", "--type", "merge", "-p", standIn); err != nil {
+	if _, err := n.Kube().Run(ctx, nil, "-n", "kubevirt", "patch", "kubevirt", "kubevirt", "--type", "merge", "-p", standIn); err != nil {
 		return fmt.Errorf("register the VF stand-in: %w", err)
 	}
 	return nil

@@ -137,7 +137,7 @@ func runWithNode(m *testing.M) int {
 
 // keptCR checks that registering the binding left the rest of the KubeVirt CR as it was.
 func keptCR(ctx context.Context, node *Node) error {
-	out, err := node.Kubectl(ctx, "", "-n", "kubevirt", "get", "kubevirt", "kubevirt", "-o",
+	out, err := node.Kube().Run(ctx, nil, "-n", "kubevirt", "get", "kubevirt", "kubevirt", "-o",
 		"jsonpath={.spec.configuration.developerConfiguration.useEmulation} {.spec.configuration.network.binding.sriov-udn.sidecarImage} {.spec.configuration.network.binding.vf-standin.sidecarImage}")
 	if err != nil {
 		return err
@@ -156,10 +156,10 @@ func applyNADCRD(ctx context.Context, node *Node) error {
 		return fmt.Errorf("go list -m %s: %w", nadModule, err)
 	}
 	crd := filepath.Join(strings.TrimSpace(string(dir)), "artifacts", "networks-crd.yaml")
-	if _, err := node.Kubectl(ctx, "", "apply", "-f", crd); err != nil {
+	if _, err := node.Kube().Run(ctx, nil, "apply", "-f", crd); err != nil {
 		return fmt.Errorf("NAD CRD: %w", err)
 	}
-	_, err = node.Kubectl(ctx, "", "wait", "--for=condition=Established", "--timeout=60s", "crd/network-attachment-definitions.k8s.cni.cncf.io")
+	_, err = node.Kube().Run(ctx, nil, "wait", "--for=condition=Established", "--timeout=60s", "crd/network-attachment-definitions.k8s.cni.cncf.io")
 	return err
 }
 
@@ -169,17 +169,17 @@ const nadModule = "github.com/k8snetworkplumbingwg/network-attachment-definition
 // deployKubeVirt applies KubeVirt's operator and CR, as docs/install.md's reader would with kubectl, and waits
 // for the CR's phase Deployed.
 func deployKubeVirt(ctx context.Context, node *Node, operator string) error {
-	if _, err := node.Kubectl(ctx, "", "apply", "--server-side", "-f", operator); err != nil {
+	if _, err := node.Kube().Run(ctx, nil, "apply", "--server-side", "-f", operator); err != nil {
 		return fmt.Errorf("KubeVirt: %w", err)
 	}
 	// Created, as KubeVirt's install guide does (kubectl create -f kubevirt-cr.yaml): docs/install.md then
 	// applies our partial KubeVirt object, which a CR created by `kubectl apply` would lose its other fields to
 	// (the three-way merge drops what the last applied configuration had and ours has not).
-	if _, err := node.Kubectl(ctx, KubeVirtCR, "create", "-f", "-"); err != nil {
+	if _, err := node.Kube().Run(ctx, []byte(KubeVirtCR), "create", "-f", "-"); err != nil {
 		return fmt.Errorf("KubeVirt: %w", err)
 	}
 	return node.waitFor(ctx, "KubeVirt Deployed", 8*time.Minute, nil, func() error {
-		out, err := node.Kubectl(ctx, "", "-n", "kubevirt", "get", "kubevirt", "kubevirt", "-o", "jsonpath={.status.phase}")
+		out, err := node.Kube().Run(ctx, nil, "-n", "kubevirt", "get", "kubevirt", "kubevirt", "-o", "jsonpath={.status.phase}")
 		if err != nil {
 			return err
 		}
@@ -244,7 +244,7 @@ spec:
   config: '{"cniVersion": "1.0.0", "name": "udn-vf", "type": "sriov", "deviceID": "0000:65:00.2", "ipam": {"type": "host-local",
     "ranges": [[{"subnet": "192.168.50.0/24"}], [{"subnet": "fd50::/64"}]]}}'
 `
-	_, err := e.node.Kubectl(ctx, nad, "apply", "-f", "-")
+	_, err := e.node.Kube().Run(ctx, []byte(nad), "apply", "-f", "-")
 	require.NoError(t, err)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "cni-standin", Namespace: "default",
@@ -424,13 +424,13 @@ func TestVMI_MalformedNetworkStatus_VMFailsToStartWithOurMessage(t *testing.T) {
 	e := needNode(t)
 	ctx := context.Background()
 	require.NoError(t, e.node.waitFor(ctx, "the VMI accepted", 2*time.Minute, nil, func() error {
-		_, err := e.node.Kubectl(ctx, badVMIYAML, "apply", "-f", "-")
+		_, err := e.node.Kube().Run(ctx, []byte(badVMIYAML), "apply", "-f", "-")
 		return err
 	}))
-	t.Cleanup(func() { _, _ = e.node.Kubectl(ctx, "", "delete", "vmi", "vm-bad", "--wait=false") })
+	t.Cleanup(func() { _, _ = e.node.Kube().Run(ctx, nil, "delete", "vmi", "vm-bad", "--wait=false") })
 	var message string
 	require.NoError(t, e.node.waitFor(ctx, "an event of vm-bad naming network-status", 4*time.Minute, nil, func() error {
-		phase, err := e.node.Kubectl(ctx, "", "get", "vmi", "vm-bad", "-o", "jsonpath={.status.phase}")
+		phase, err := e.node.Kube().Run(ctx, nil, "get", "vmi", "vm-bad", "-o", "jsonpath={.status.phase}")
 		if err != nil {
 			return err
 		}
@@ -450,7 +450,7 @@ func TestVMI_MalformedNetworkStatus_VMFailsToStartWithOurMessage(t *testing.T) {
 		return fmt.Errorf("no such event yet (%d events)", len(events.Items))
 	}))
 	t.Logf("vm-bad's event: %s", message)
-	phase, err := e.node.Kubectl(ctx, "", "get", "vmi", "vm-bad", "-o", "jsonpath={.status.phase}")
+	phase, err := e.node.Kube().Run(ctx, nil, "get", "vmi", "vm-bad", "-o", "jsonpath={.status.phase}")
 	require.NoError(t, err)
 	assert.NotEqual(t, "Running", string(phase))
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/test/e2e"
 	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/harness"
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/kube"
 )
 
 // test/e2e's suite, the one `make e2e` runs on kind, on this cluster through a kubeconfig of the host: KubeVirt
@@ -29,7 +30,7 @@ func TestE2E_TheSuiteOnThisCluster(t *testing.T) {
 		VM:         "vm-e2e",
 		Checks: []e2e.Check{{
 			Name: "the VF stand-in accepted our hostdev and swapped it for its NIC",
-			Run: func(t *testing.T, k e2e.Kubectl, pod *corev1.Pod) {
+			Run: func(t *testing.T, k kube.Kubectl, pod *corev1.Pod) {
 				var standIn string
 				for _, c := range pod.Spec.Containers {
 					if c.Image == VFStandInImage {

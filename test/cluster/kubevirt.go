@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/debroot"
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/kube"
 )
 
 // KubeVirtVersion is the KubeVirt the cluster runs: test/go.mod's.
@@ -227,11 +228,11 @@ func (n *Node) UseVirtHandler(ctx context.Context, image string) error {
 	if out, err := tag.CombinedOutput(); err != nil {
 		return fmt.Errorf("ctr images tag %s %s: %w\n%s", image, virtHandlerImage, err, out)
 	}
-	if _, err := n.Kubectl(ctx, "", "-n", "kubevirt", "delete", "pod", "-l", "kubevirt.io=virt-handler", "--wait=true", "--timeout=2m"); err != nil {
+	if _, err := n.Kube().Run(ctx, nil, "-n", "kubevirt", "delete", "pod", "-l", "kubevirt.io=virt-handler", "--wait=true", "--timeout=2m"); err != nil {
 		return fmt.Errorf("virt-handler %s: %w", image, err)
 	}
 	return n.waitFor(ctx, "virt-handler ready on "+image, 4*time.Minute, nil, func() error {
-		out, err := n.Kubectl(ctx, "", "-n", "kubevirt", "get", "pod", "-l", "kubevirt.io=virt-handler", "-o",
+		out, err := n.Kube().Run(ctx, nil, "-n", "kubevirt", "get", "pod", "-l", "kubevirt.io=virt-handler", "-o",
 			`jsonpath={range .items[*]}{.metadata.deletionTimestamp}/{.status.containerStatuses[?(@.name=="virt-handler")].ready}{"\n"}{end}`)
 		if err != nil {
 			return err
@@ -320,16 +321,9 @@ spec:
     replicas: 1
 `
 
-// Kubectl runs the cluster's kubectl as the admin, from inside the node's network namespace, with stdin.
-func (n *Node) Kubectl(ctx context.Context, stdin string, args ...string) ([]byte, error) {
-	all := append([]string{"-t", fmt.Sprint(n.init.Process.Pid), "-n", "--", filepath.Join(n.bin, "kubectl"), "--kubeconfig", n.Kubeconfig}, args...)
-	cmd := exec.CommandContext(ctx, "nsenter", all...)
-	cmd.Stdin = strings.NewReader(stdin)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return out, fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
-	}
-	return out, nil
+// Kube is the cluster's kubectl as the admin, run from inside the node's network namespace.
+func (n *Node) Kube() kube.Kubectl {
+	return kube.Kubectl{Binary: n.KubectlBinary(), Kubeconfig: n.Kubeconfig, Wrap: []string{"nsenter", "-t", fmt.Sprint(n.init.Process.Pid), "-n", "--"}}
 }
 
 // BuildPatchedVirtHandler builds virt-handler from KubeVirt's tree of the entry BuildKubeVirt made, with the

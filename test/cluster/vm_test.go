@@ -20,6 +20,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/test/guest"
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/ovn"
 )
 
 // The VM with a guest: a pod NIC (masquerade) and one VF network bound to sriov-udn, dual-stack, booted from
@@ -132,27 +133,17 @@ func readVFNetwork(pod *corev1.Pod) (vfNetwork, error) {
 	if err := json.Unmarshal([]byte(pod.Annotations["k8s.v1.cni.cncf.io/network-status"]), &statuses); err != nil {
 		return out, fmt.Errorf("network-status of pod %s: %w", pod.Name, err)
 	}
-	var podNetworks map[string]struct {
-		IPs    []string `json:"ip_addresses"`
-		Routes []struct {
-			Dest    string `json:"dest"`
-			NextHop string `json:"nextHop"`
-		} `json:"routes"`
-	}
-	if err := json.Unmarshal([]byte(pod.Annotations["k8s.ovn.org/pod-networks"]), &podNetworks); err != nil {
-		return out, fmt.Errorf("pod-networks of pod %s: %w", pod.Name, err)
+	podNetworks, err := ovn.Decode(pod.Annotations[ovn.PodNetworksAnnotation])
+	if err != nil {
+		return out, fmt.Errorf("pod %s: %w", pod.Name, err)
 	}
 	name := "default/" + guestNAD
 	pn, ok := podNetworks[name]
 	if !ok {
 		return out, fmt.Errorf("pod-networks of pod %s has no %s", pod.Name, name)
 	}
-	for _, ip := range pn.IPs {
-		p, err := netip.ParsePrefix(ip)
-		if err != nil {
-			return out, fmt.Errorf("pod-networks of pod %s: %s: %w", pod.Name, name, err)
-		}
-		out.Prefixes = append(out.Prefixes, p)
+	if out.Prefixes, err = pn.Prefixes(); err != nil {
+		return out, fmt.Errorf("pod-networks of pod %s: %s: %w", pod.Name, name, err)
 	}
 	out.Routes = map[string]string{}
 	for _, r := range pn.Routes {
@@ -184,7 +175,7 @@ func sameSet(a, b []string) bool {
 
 // vmiNow reads the VMI.
 func vmiNow(ctx context.Context, e *env, name string) (*kubevirtv1.VirtualMachineInstance, error) {
-	out, err := e.node.Kubectl(ctx, "", "get", "vmi", name, "-o", "json")
+	out, err := e.node.Kube().Run(ctx, nil, "get", "vmi", name, "-o", "json")
 	if err != nil {
 		return nil, err
 	}
@@ -252,7 +243,7 @@ func awaitGuest(ctx context.Context, t *testing.T, e *env, name, notUID string, 
 		run.toRunning = time.Since(start)
 		return nil
 	}); err != nil {
-		events, _ := e.node.Kubectl(ctx, "", "get", "events", "-n", "default", "--sort-by=.lastTimestamp")
+		events, _ := e.node.Kube().Run(ctx, nil, "get", "events", "-n", "default", "--sort-by=.lastTimestamp")
 		t.Fatalf("%v\nevents:\n%s", err, events)
 	}
 	pods, err := e.client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "kubevirt.io/created-by=" + string(run.vmi.UID)})
@@ -337,7 +328,7 @@ func guestExec(ctx context.Context, e *env, run *guestRun, script string) error 
 	if err != nil {
 		return err
 	}
-	_, err = e.node.Kubectl(ctx, "", "exec", "-n", "default", run.pod.Name, "-c", "compute", "--", "virsh", "-c",
+	_, err = e.node.Kube().Run(ctx, nil, "exec", "-n", "default", run.pod.Name, "-c", "compute", "--", "virsh", "-c",
 		"qemu+unix:///session?socket=/var/run/libvirt/virtqemud-sock", "qemu-agent-command", "default_"+guestVM, string(cmd))
 	if err != nil {
 		return fmt.Errorf("guest: guest-exec %q: %w", script, err)
@@ -392,19 +383,19 @@ func TestVM_GuestStatusFlapMigrationRestart(t *testing.T) {
 	plain := plainGuestVMI()
 	t0 := time.Now()
 	require.NoError(t, e.node.waitFor(ctx, "KubeVirt: the plain VMI accepted", 2*time.Minute, nil, func() error {
-		_, err := e.node.Kubectl(ctx, plain, "apply", "-f", "-")
+		_, err := e.node.Kube().Run(ctx, []byte(plain), "apply", "-f", "-")
 		return err
 	}))
 	without := awaitGuest(ctx, t, e, "vm-guest-plain", "", t0, false)
-	_, err := e.node.Kubectl(ctx, "", "delete", "vmi", "vm-guest-plain", "--wait=true", "--timeout=3m")
+	_, err := e.node.Kube().Run(ctx, nil, "delete", "vmi", "vm-guest-plain", "--wait=true", "--timeout=3m")
 	require.NoError(t, err)
 
 	t0 = time.Now()
 	require.NoError(t, e.node.waitFor(ctx, "KubeVirt: the VM accepted", 2*time.Minute, nil, func() error {
-		_, err := e.node.Kubectl(ctx, guestVMYAML(resolv), "apply", "-f", "-")
+		_, err := e.node.Kube().Run(ctx, []byte(guestVMYAML(resolv)), "apply", "-f", "-")
 		return err
 	}))
-	t.Cleanup(func() { _, _ = e.node.Kubectl(ctx, "", "delete", "vm", guestVM, "--wait=true", "--timeout=3m") })
+	t.Cleanup(func() { _, _ = e.node.Kube().Run(ctx, nil, "delete", "vm", guestVM, "--wait=true", "--timeout=3m") })
 	run := awaitGuest(ctx, t, e, guestVM, "", t0, true)
 	r := func(d time.Duration) string { return d.Round(100 * time.Millisecond).String() }
 	t.Logf("created -> Running -> guest configured: without the binding %s / %s, with it (and the VF stand-in) %s / %s: %.2fx / %.2fx",
@@ -538,7 +529,7 @@ func TestVM_GuestStatusFlapMigrationRestart(t *testing.T) {
 
 	t.Run("migration refused, the VM still running with its NIC", func(t *testing.T) {
 		vmim := fmt.Sprintf("apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstanceMigration\nmetadata: {name: mig-guest, namespace: default}\nspec: {vmiName: %s}\n", guestVM)
-		out, err := e.node.Kubectl(ctx, vmim, "create", "-f", "-")
+		out, err := e.node.Kube().Run(ctx, []byte(vmim), "create", "-f", "-")
 		require.Error(t, err, "KubeVirt: the migration was admitted: %s", out)
 		assert.Contains(t, string(out), "has interfaces that use the sriov-udn binding", "status: the refusal is our policy's")
 		vmi, err := vmiNow(ctx, e, guestVM)
@@ -549,7 +540,7 @@ func TestVM_GuestStatusFlapMigrationRestart(t *testing.T) {
 
 	t.Run("restart onto a new pod with new addresses", func(t *testing.T) {
 		old := run
-		_, err := e.node.Kubectl(ctx, "", "delete", "vmi", guestVM, "--wait=true", "--timeout=3m")
+		_, err := e.node.Kube().Run(ctx, nil, "delete", "vmi", guestVM, "--wait=true", "--timeout=3m")
 		require.NoError(t, err, "KubeVirt: delete the VMI")
 		run = awaitGuest(ctx, t, e, guestVM, string(old.vmi.UID), time.Now(), true)
 		assert.NotEqual(t, old.pod.UID, run.pod.UID)

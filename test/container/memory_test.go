@@ -37,10 +37,10 @@ func TestContainer_LargestLegalInputs_StayWithinTheDocumentedMemoryLimit(t *test
 	ifaces := bench.Ifaces(bench.LargestNICs, bench.BaseNAD)
 	ann, err := bench.Annotations(ifaces, bench.LargestAnnotations)
 	require.NoError(t, err)
-	require.NoError(t, p.podInfo.Write(map[string]string{"app": "largest"}, ann))
+	require.NoError(t, p.WritePodInfo(map[string]string{"app": "largest"}, ann))
 	netInfo, err := bench.NetworkInfoJSON(ifaces)
 	require.NoError(t, err)
-	require.NoError(t, p.deviceInfo.Write(netInfo))
+	require.NoError(t, p.WriteDeviceInfo(netInfo))
 
 	sc := startContainer(t, p, []string{"--memory", documentedLimitArg, "--memory-swap", documentedLimitArg}, dropCachedBinary(t))
 	pid := pm.state(t, sc.name).Pid
@@ -60,7 +60,7 @@ func TestContainer_LargestLegalInputs_StayWithinTheDocumentedMemoryLimit(t *test
 			"and this host has swap %s", cg.dir, swapTotal(t))
 	}
 
-	res, err := bench.MeasureLargest(p.socket, pid)
+	res, err := bench.MeasureLargest(p.Socket(), pid)
 	for _, in := range res.Inputs {
 		t.Logf("%-48s %8d bytes legal=%-5v accepted=%-5v %v peak RSS %d KiB %.80s", in.Name, in.Bytes, in.Legal, in.Accepted, in.Duration, in.PeakAfterKiB, in.Error)
 	}

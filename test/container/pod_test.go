@@ -1,22 +1,16 @@
 package container
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	v1 "kubevirt.io/api/core/v1"
 	"kubevirt.io/kubevirt/pkg/hooks"
-	kvcache "kubevirt.io/kubevirt/pkg/network/cache"
-	kfs "kubevirt.io/kubevirt/pkg/os/fs"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/harness"
 )
@@ -29,36 +23,25 @@ const (
 	mountHooks      = hooks.HookSocketsSharedDirectory
 	mountDeviceInfo = "/etc/podinfo"
 	mountPodInfo    = "/var/run/kubevirt-private/downwardapi/podinfo"
-	socketName      = "sriov-udn-binding.sock"
 	bindingName     = "sriov-udn"
 	// bindingNameEnv is hooks.NetworkBindingPluginNameEnvVar of KubeVirt v1.9 (pkg/hooks/hooks.go), which
 	// v1.9's virt-controller sets for each binding plugin's sidecar; test/go.mod's v1.8.4 has no such constant.
 	bindingNameEnv = "NETWORK_BINDING_PLUGIN_NAME"
 )
 
-// pod is one virt-launcher pod's volumes for our sidecar, on the host: the hooks emptyDir as the compute
-// container (and so the hook Manager) sees it, and the DownwardAPI volumes kubelet's AtomicWriter writes.
+// pod is one virt-launcher pod's volumes for our sidecar, on the host (harness.Pod), and the name of the
+// sidecar's container.
 type pod struct {
-	container  string // CONTAINER_NAME, e.g. hook-sidecar-0
-	hooksDir   string
-	deviceDir  string
-	podInfoDir string
-	podInfo    *harness.PodInfo
-	deviceInfo *harness.DeviceInfo
-	socket     string
-	ifaceCache string
+	*harness.Pod
+	container string // CONTAINER_NAME, e.g. hook-sidecar-0
 }
 
 func newPod(t *testing.T, suffix string) *pod {
 	t.Helper()
-	p := &pod{container: "hook-sidecar-" + suffix, hooksDir: harness.SidecarDir(t, suffix)}
+	p := &pod{Pod: harness.TestPod(t, suffix), container: "hook-sidecar-" + suffix}
 	// kubelet creates an emptyDir world-writable (pkg/volume/emptydir/empty_dir.go, perm 0777): the sidecar,
 	// uid 107, creates its socket and cache in it.
-	require.NoError(t, os.Chmod(p.hooksDir, 0o777))
-	data := t.TempDir()
-	p.deviceDir, p.podInfoDir = filepath.Join(data, "podinfo"), filepath.Join(data, "downwardapi", "podinfo")
-	p.podInfo, p.deviceInfo = harness.NewPodInfo(t, p.podInfoDir), harness.NewDeviceInfo(t, p.deviceDir)
-	p.socket, p.ifaceCache = filepath.Join(p.hooksDir, socketName), filepath.Join(p.hooksDir, "ifacecache")
+	require.NoError(t, os.Chmod(p.HooksDir, 0o777))
 	return p
 }
 
@@ -78,11 +61,7 @@ type sidecar struct {
 // startBare runs the bare binary with the same env, and flags pointing at the host paths of the volumes.
 func startBare(t *testing.T, p *pod) *sidecar {
 	t.Helper()
-	proc := harness.StartWith(t, func(c *exec.Cmd) { c.Env = append(c.Env, p.env()...) }, bareBin,
-		"--socket-dir", p.hooksDir,
-		"--device-info-file", filepath.Join(p.deviceDir, "network-info"),
-		"--pod-info-dir", p.podInfoDir,
-		"--iface-cache-dir", p.ifaceCache)
+	proc := p.StartWith(t, func(c *exec.Cmd) { c.Env = append(c.Env, p.env()...) }, bareBin)
 	return &sidecar{proc: proc, stop: func(t *testing.T) int {
 		require.NoError(t, proc.Signal(syscall.SIGTERM))
 		code, err := proc.Wait(20 * time.Second)
@@ -107,9 +86,9 @@ func startContainer(t *testing.T, p *pod, extra []string, prepare func(name stri
 		"--read-only", "--read-only-tmpfs=false", "--network", "none",
 		// podman's default nofile is above these hosts' hard limit (DESIGN.md 4d).
 		"--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024",
-		"--volume", p.hooksDir + ":" + mountHooks,
-		"--volume", p.deviceDir + ":" + mountDeviceInfo + ":ro",
-		"--volume", p.podInfoDir + ":" + mountPodInfo + ":ro",
+		"--volume", p.HooksDir + ":" + mountHooks,
+		"--volume", p.DeviceInfoDir + ":" + mountDeviceInfo + ":ro",
+		"--volume", p.PodInfoDir + ":" + mountPodInfo + ":ro",
 	}
 	for _, e := range p.env() {
 		args = append(args, "--env", e)
@@ -133,41 +112,4 @@ func startContainer(t *testing.T, p *pod, extra []string, prepare func(name stri
 		assert.Equal(t, code, st.ExitCode, "podman start --attach exits with the container's code")
 		return st.ExitCode
 	}}
-}
-
-// samples are the built-in virt-launcher pod and VMI `make demo` renders (cmd/sidecar/samples): a
-// dual-stack layer2 secondary UDN and a localnet with ipam_mode dhcp, both bound to sriov-udn.
-type samples struct {
-	labels, annotations map[string]string
-	vmi                 *v1.VirtualMachineInstance
-}
-
-func loadSamples(t *testing.T) samples {
-	t.Helper()
-	dir := filepath.Join(harness.RepoRoot(), "cmd", "sidecar", "samples")
-	var podObj struct {
-		Metadata struct {
-			Labels      map[string]string `json:"labels"`
-			Annotations map[string]string `json:"annotations"`
-		} `json:"metadata"`
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, "pod.json"))
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(raw, &podObj))
-	raw, err = os.ReadFile(filepath.Join(dir, "vmi.json"))
-	require.NoError(t, err)
-	s := samples{labels: podObj.Metadata.Labels, annotations: podObj.Metadata.Annotations, vmi: &v1.VirtualMachineInstance{}}
-	require.NoError(t, json.Unmarshal(raw, s.vmi))
-	return s
-}
-
-// cacheReader roots KubeVirt's pod interface cache reader at dir, keeping its <vmi-uid>/<iface> layout.
-type cacheReader struct{ dir string }
-
-func (c cacheReader) New(path string) *kvcache.Cache {
-	const kubevirtRoot = "/var/run/kubevirt-private/network-info-cache"
-	if rest, ok := strings.CutPrefix(path, kubevirtRoot+"/"); ok {
-		return kvcache.NewCustomCache(filepath.Join(c.dir, rest), kfs.New())
-	}
-	return kvcache.NewCustomCache(filepath.Join(c.dir, "elsewhere", path), kfs.New())
 }

@@ -3,7 +3,6 @@ package container
 import (
 	"encoding/json"
 	"encoding/xml"
-	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,17 +45,17 @@ var boundIfaces = []string{"sriov-l2", "sriov-localnet"}
 // OnDefineDomain, the interface cache read by KubeVirt's reader, then the stop.
 func drive(t *testing.T, p *pod, start func() *sidecar) answers {
 	t.Helper()
-	s := loadSamples(t)
+	pod, vmi := harness.LoadSamples(t)
 	// The pod starts with the annotations set before Multus reports status; virt-controller writes
 	// kubevirt.io/network-info only once every container is Ready, so device-info starts empty
 	// (pkg/virt-controller/watch/vmi/lifecycle.go).
-	require.NoError(t, p.podInfo.Write(s.labels, without(s.annotations,
+	require.NoError(t, p.WritePodInfo(pod.Metadata.Labels, harness.Without(pod.Metadata.Annotations,
 		"k8s.v1.cni.cncf.io/network-status", "k8s.ovn.org/pod-networks", "kubevirt.io/network-info")))
-	require.NoError(t, p.deviceInfo.Write(""))
+	require.NoError(t, p.WriteDeviceInfo(""))
 	sc := start()
 	var a answers
 
-	info, err := bench.CallInfo(p.socket)
+	info, err := bench.CallInfo(p.Socket())
 	require.NoError(t, err)
 	a.Info = infoAnswer{Name: info.Name, Versions: info.Versions, HookPoints: map[string]int32{}}
 	for _, hp := range info.HookPoints {
@@ -71,12 +70,12 @@ func drive(t *testing.T, p *pod, start func() *sidecar) answers {
 	}
 	done := make(chan result, 1)
 	go func() {
-		out, err := mgr.PreCloudInitIso(s.vmi, sampleNoCloud())
+		out, err := mgr.PreCloudInitIso(vmi, harness.SampleNoCloud())
 		done <- result{out, err}
 	}()
 	_, err = sc.proc.WaitLog(func(m map[string]any) bool { return m["msg"] == "waiting for data" }, 20*time.Second)
 	require.NoError(t, err, "PreCloudInitIso waits for the network status")
-	require.NoError(t, p.podInfo.Write(s.labels, s.annotations)) // kubelet's swap: Multus reported
+	require.NoError(t, p.WritePodInfo(pod.Metadata.Labels, pod.Metadata.Annotations)) // kubelet's swap: Multus reported
 	select {
 	case r := <-done:
 		require.NoError(t, r.err)
@@ -88,7 +87,7 @@ func drive(t *testing.T, p *pod, start func() *sidecar) answers {
 	spec := &api.DomainSpec{Type: "kvm", Name: "tenant-a_vm-sriov", Devices: api.Devices{
 		Interfaces: []api.Interface{{Type: "ethernet", Alias: api.NewUserDefinedAlias("default"), MAC: &api.MAC{MAC: "02:00:00:00:00:01"}}},
 	}}
-	a.DomainXML, err = mgr.OnDefineDomain(spec, s.vmi)
+	a.DomainXML, err = mgr.OnDefineDomain(spec, vmi)
 	require.NoError(t, err)
 
 	// The cache is written off the hooks' path, once the data is complete: wait for the sidecar to say so.
@@ -96,32 +95,15 @@ func drive(t *testing.T, p *pod, start func() *sidecar) answers {
 	require.NoError(t, err)
 	a.IfaceCache = map[string]*kvcache.PodIfaceCacheData{}
 	for _, iface := range boundIfaces {
-		got, err := kvcache.ReadPodInterfaceCache(cacheReader{p.ifaceCache}, string(s.vmi.UID), iface)
+		got, err := kvcache.ReadPodInterfaceCache(harness.CacheReader{Dir: p.CacheDir}, string(vmi.UID), iface)
 		require.NoError(t, err, "KubeVirt's reader reads %s", iface)
 		a.IfaceCache[iface] = got
 	}
 
-	require.FileExists(t, p.socket)
+	require.FileExists(t, p.Socket())
 	a.ExitCode = sc.stop(t)
-	assert.NoFileExists(t, p.socket, "stopping removes the socket")
+	assert.NoFileExists(t, p.Socket(), "stopping removes the socket")
 	return a
-}
-
-func sampleNoCloud() *cloudinit.CloudInitData {
-	return &cloudinit.CloudInitData{
-		DataSource:      cloudinit.DataSourceNoCloud,
-		NoCloudMetaData: &cloudinit.NoCloudMetadata{InstanceID: "vm-sriov.tenant-a", LocalHostname: "vm-sriov"},
-		UserData:        "#cloud-config\nuser: fedora\n",
-		VolumeName:      "cloudinitdisk",
-	}
-}
-
-func without(m map[string]string, drop ...string) map[string]string {
-	out := maps.Clone(m)
-	for _, k := range drop {
-		delete(out, k)
-	}
-	return out
 }
 
 func TestContainer_DrivenByKubeVirtsHookManager_AnswersAsTheBareBinary(t *testing.T) {
@@ -154,14 +136,15 @@ func TestContainer_DrivenByKubeVirtsHookManager_AnswersAsTheBareBinary(t *testin
 	assert.Equal(t, []string{"192.168.50.7", "fd50:0:0:1::7"}, inContainer.IfaceCache["sriov-l2"].PodIPs)
 
 	// It ran as 107 in the volume KubeVirt mounts, with the binding name KubeVirt passed.
-	st, err := os.Stat(filepath.Join(ctrPod.ifaceCache, string(loadSamples(t).vmi.UID), "sriov-l2"))
+	_, vmi := harness.LoadSamples(t)
+	st, err := os.Stat(filepath.Join(ctrPod.CacheDir, string(vmi.UID), "sriov-l2"))
 	require.NoError(t, err)
 	assert.Equal(t, uint32(107), st.Sys().(*syscall.Stat_t).Uid, "the cache file is written by uid 107")
 	started := logLine(t, ctr.proc.Logs(), "started")
 	assert.Equal(t, testVersion, started["version"])
 	assert.Equal(t, bindingName, started["binding"])
 	assert.Equal(t, bindingNameEnv, started["bindingSource"])
-	assert.Equal(t, filepath.Join(mountHooks, socketName), started["socket"])
+	assert.Equal(t, filepath.Join(mountHooks, harness.SocketName), started["socket"])
 }
 
 // logLine returns the first JSON log line whose msg is msg.

@@ -19,16 +19,16 @@ import (
 // own file I/O).
 func BenchmarkSwapToWait(b *testing.B) {
 	dir := filepath.Join(b.TempDir(), "podinfo")
-	vol := newKubeletVolume(b, dir)
+	vol := newVolume(b, dir)
 	labels := map[string]string{"kubevirt.io": "virt-launcher"}
-	vol.writePodInfo(b, labels, map[string]string{"seq": "start"})
+	require.NoError(b, vol.WritePodInfo(labels, map[string]string{"seq": "start"}))
 	w := newWatcher(b, downwardapi.Config{PodInfoDir: dir})
 
 	var afterWrite, fromStart []time.Duration
 	for i := 0; b.Loop(); i++ {
 		want := map[string]string{"seq": strconv.Itoa(i)}
 		start := time.Now()
-		vol.writePodInfo(b, labels, want)
+		require.NoError(b, vol.WritePodInfo(labels, want))
 		written := time.Now()
 		s := wait(b, w, needAnnotations(want))
 		done := time.Now()

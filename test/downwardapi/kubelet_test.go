@@ -14,46 +14,21 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/kubernetes/pkg/fieldpath"
-	volumeutil "k8s.io/kubernetes/pkg/volume/util"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/harness"
 )
 
 // testTimeout bounds every wait; a pass never comes near it.
 const testTimeout = 10 * time.Second
 
-// kubeletVolume is a DownwardAPI volume directory written the way kubelet writes it.
-type kubeletVolume struct {
-	dir    string
-	writer *volumeutil.AtomicWriter
-}
-
-func newKubeletVolume(t testing.TB, dir string) *kubeletVolume {
+// newVolume is a DownwardAPI volume written the way kubelet writes it (harness.Volume: kubelet's AtomicWriter
+// and FormatMap, the items KubeVirt's pod-info and device-info volumes project).
+func newVolume(t testing.TB, dir string) *harness.Volume {
 	t.Helper()
-	require.NoError(t, os.MkdirAll(dir, 0o755))
-	w, err := volumeutil.NewAtomicWriter(dir, "test")
+	v, err := harness.NewVolume(dir)
 	require.NoError(t, err)
-	return &kubeletVolume{dir: dir, writer: w}
-}
-
-// writePodInfo projects metadata.labels and metadata.annotations as KubeVirt PR #18026 does
-// (rendervolumes.go podInfoVolume: items labels and annotations, mode 0644).
-func (v *kubeletVolume) writePodInfo(t testing.TB, labels, annotations map[string]string) {
-	t.Helper()
-	require.NoError(t, v.writer.Write(map[string]volumeutil.FileProjection{
-		downwardapi.LabelsFile:      {Data: []byte(fieldpath.FormatMap(labels)), Mode: 0o644},
-		downwardapi.AnnotationsFile: {Data: []byte(fieldpath.FormatMap(annotations)), Mode: 0o644},
-	}, nil))
-}
-
-// writeDeviceInfo projects metadata.annotations['kubevirt.io/network-info'] as item network-info
-// (KubeVirt rendervolumes.go withNetworkDeviceInfoMapAnnotation): the raw value, empty when absent.
-func (v *kubeletVolume) writeDeviceInfo(t testing.TB, raw string) {
-	t.Helper()
-	require.NoError(t, v.writer.Write(map[string]volumeutil.FileProjection{
-		"network-info": {Data: []byte(raw), Mode: 0o644},
-	}, nil))
+	return v
 }
 
 func newWatcher(t testing.TB, cfg downwardapi.Config) *downwardapi.Watcher {
@@ -98,9 +73,9 @@ func needDeviceInfo(network string) func(*downwardapi.Snapshot) []downwardapi.Mi
 const networkInfo = `{"interfaces":[{"network":"sriov-vfio","deviceInfo":{"type":"pci","version":"1.1.0","pci":{"pci-address":"0000:c4:02.5"}},"mac":"ea:6e:3a:8b:ed:27"}]}`
 
 func TestKubeletVolume_DeviceInfoEmptyThenAnnotated_WaitReturnsPCIAddress(t *testing.T) {
-	vol := newKubeletVolume(t, filepath.Join(t.TempDir(), "podinfo"))
-	vol.writeDeviceInfo(t, "") // virt-controller has not written the annotation yet
-	w := newWatcher(t, downwardapi.Config{DeviceInfoFile: filepath.Join(vol.dir, "network-info")})
+	vol := newVolume(t, filepath.Join(t.TempDir(), "podinfo"))
+	require.NoError(t, vol.WriteDeviceInfo("")) // virt-controller has not written the annotation yet
+	w := newWatcher(t, downwardapi.Config{DeviceInfoFile: filepath.Join(vol.Dir(), "network-info")})
 	require.Nil(t, w.Snapshot().DeviceInfo)
 	require.Empty(t, w.Snapshot().Problems, "an empty file is 'not yet', not an error")
 
@@ -109,7 +84,7 @@ func TestKubeletVolume_DeviceInfoEmptyThenAnnotated_WaitReturnsPCIAddress(t *tes
 		s, _ := w.Wait(context.Background(), needDeviceInfo("sriov-vfio"))
 		got <- s
 	}()
-	vol.writeDeviceInfo(t, networkInfo)
+	require.NoError(t, vol.WriteDeviceInfo(networkInfo))
 	select {
 	case s := <-got:
 		require.NotNil(t, s)
@@ -125,15 +100,15 @@ func TestKubeletVolume_DeviceInfoFileAppearsLate_WaitReturns(t *testing.T) {
 	w := newWatcher(t, downwardapi.Config{DeviceInfoFile: filepath.Join(dir, "network-info")})
 	assert.Nil(t, w.Snapshot().DeviceInfo)
 
-	vol := newKubeletVolume(t, dir) // the volume directory itself appears only now
-	vol.writeDeviceInfo(t, networkInfo)
+	vol := newVolume(t, dir) // the volume directory itself appears only now
+	require.NoError(t, vol.WriteDeviceInfo(networkInfo))
 	wait(t, w, needDeviceInfo("sriov-vfio"))
 }
 
 func TestKubeletVolume_WaitTimesOut_ErrorListsEveryMissingItem(t *testing.T) {
-	vol := newKubeletVolume(t, filepath.Join(t.TempDir(), "podinfo"))
-	vol.writeDeviceInfo(t, "")
-	w := newWatcher(t, downwardapi.Config{DeviceInfoFile: filepath.Join(vol.dir, "network-info")})
+	vol := newVolume(t, filepath.Join(t.TempDir(), "podinfo"))
+	require.NoError(t, vol.WriteDeviceInfo(""))
+	w := newWatcher(t, downwardapi.Config{DeviceInfoFile: filepath.Join(vol.Dir(), "network-info")})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	_, err := w.Wait(ctx, func(s *downwardapi.Snapshot) []downwardapi.Missing {
@@ -147,28 +122,28 @@ func TestKubeletVolume_WaitTimesOut_ErrorListsEveryMissingItem(t *testing.T) {
 }
 
 func TestKubeletVolume_AnnotationAddedChangedRemoved_EachStateObserved(t *testing.T) {
-	vol := newKubeletVolume(t, filepath.Join(t.TempDir(), "podinfo"))
+	vol := newVolume(t, filepath.Join(t.TempDir(), "podinfo"))
 	labels := map[string]string{"kubevirt.io": "virt-launcher"}
 	base := map[string]string{"kubevirt.io/domain": "vm1"}
-	vol.writePodInfo(t, labels, base)
-	w := newWatcher(t, downwardapi.Config{PodInfoDir: vol.dir})
+	require.NoError(t, vol.WritePodInfo(labels, base))
+	w := newWatcher(t, downwardapi.Config{PodInfoDir: vol.Dir()})
 	require.True(t, w.Snapshot().PodInfo)
 	require.Equal(t, labels, w.Snapshot().Labels)
 
 	added := maps.Clone(base)
 	added[downwardapi.PodNetworksAnnotation] = `{"default":{"ip_addresses":["10.244.0.3/24"],"mac_address":"0a:58:0a:f4:00:03","role":"primary"}}`
-	vol.writePodInfo(t, labels, added)
+	require.NoError(t, vol.WritePodInfo(labels, added))
 	s := wait(t, w, needAnnotations(added))
 	require.Contains(t, s.PodNetworks, "default")
 	assert.Equal(t, "10.244.0.3/24", s.PodNetworks["default"].IPAddresses[0].String())
 
 	changed := maps.Clone(base)
 	changed[downwardapi.PodNetworksAnnotation] = `{"default":{"ip_addresses":["10.244.0.9/24"],"mac_address":"0a:58:0a:f4:00:09","role":"primary"}}`
-	vol.writePodInfo(t, labels, changed)
+	require.NoError(t, vol.WritePodInfo(labels, changed))
 	s = wait(t, w, needAnnotations(changed))
 	assert.Equal(t, "10.244.0.9/24", s.PodNetworks["default"].IPAddresses[0].String())
 
-	vol.writePodInfo(t, labels, base)
+	require.NoError(t, vol.WritePodInfo(labels, base))
 	s = wait(t, w, needAnnotations(base))
 	assert.Nil(t, s.PodNetworks, "a removed annotation leaves its typed field nil")
 }
@@ -185,9 +160,9 @@ func TestKubeletVolume_HostileValues_RoundTripExactly(t *testing.T) {
 		"empty":       "",
 		"json":        "[{\n    \"name\": \"ns/a\",\n    \"ips\": [\n        \"10.0.0.1\"\n    ]\n}]",
 	}
-	vol := newKubeletVolume(t, filepath.Join(t.TempDir(), "podinfo"))
-	w := newWatcher(t, downwardapi.Config{PodInfoDir: vol.dir})
-	vol.writePodInfo(t, map[string]string{"l": "\"\\\n"}, annotations)
+	vol := newVolume(t, filepath.Join(t.TempDir(), "podinfo"))
+	w := newWatcher(t, downwardapi.Config{PodInfoDir: vol.Dir()})
+	require.NoError(t, vol.WritePodInfo(map[string]string{"l": "\"\\\n"}, annotations))
 	s := wait(t, w, needAnnotations(annotations))
 	assert.Equal(t, map[string]string{"l": "\"\\\n"}, s.Labels)
 	assert.Empty(t, s.Problems)
@@ -198,26 +173,26 @@ func TestKubeletVolume_200Annotations_AllParsed(t *testing.T) {
 	for i := range 200 {
 		annotations[fmt.Sprintf("example.com/key-%03d", i)] = strings.Repeat(fmt.Sprintf("v%d\"\\\n", i), i%17)
 	}
-	vol := newKubeletVolume(t, filepath.Join(t.TempDir(), "podinfo"))
-	w := newWatcher(t, downwardapi.Config{PodInfoDir: vol.dir})
-	vol.writePodInfo(t, nil, annotations)
+	vol := newVolume(t, filepath.Join(t.TempDir(), "podinfo"))
+	w := newWatcher(t, downwardapi.Config{PodInfoDir: vol.Dir()})
+	require.NoError(t, vol.WritePodInfo(nil, annotations))
 	s := wait(t, w, needAnnotations(annotations))
 	assert.Len(t, s.Annotations, 200)
 }
 
 func TestKubeletVolume_UnchangedRewrite_PublishesNothing(t *testing.T) {
-	vol := newKubeletVolume(t, filepath.Join(t.TempDir(), "podinfo"))
+	vol := newVolume(t, filepath.Join(t.TempDir(), "podinfo"))
 	labels := map[string]string{"a": "1"}
 	annotations := map[string]string{"b": "2"}
-	vol.writePodInfo(t, labels, annotations)
-	w := newWatcher(t, downwardapi.Config{PodInfoDir: vol.dir})
+	require.NoError(t, vol.WritePodInfo(labels, annotations))
+	w := newWatcher(t, downwardapi.Config{PodInfoDir: vol.Dir()})
 	gen := w.Snapshot().Generation
 
 	for range 10 {
-		vol.writePodInfo(t, labels, annotations) // kubelet re-syncs the pod with nothing new
+		require.NoError(t, vol.WritePodInfo(labels, annotations)) // kubelet re-syncs the pod with nothing new
 	}
 	next := map[string]string{"b": "3"}
-	vol.writePodInfo(t, labels, next)
+	require.NoError(t, vol.WritePodInfo(labels, next))
 	s := wait(t, w, needAnnotations(next))
 	// Events are handled in order, so anything the identical writes caused was handled before this.
 	assert.Equal(t, gen+1, s.Generation, "only the real change published a snapshot")
@@ -229,9 +204,9 @@ func TestKubeletVolume_AnnotationsParsedIntoTypes(t *testing.T) {
 		downwardapi.NetworkStatusAnnotation: "[{\n    \"name\": \"ns1/sriov-net\",\n    \"interface\": \"pod16477688c0e\",\n    \"ips\": [\n        \"10.1.192.213\"\n    ],\n    \"mac\": \"02:00:00:00:20:08\",\n    \"dns\": {},\n    \"device-info\": {\n        \"type\": \"pci\",\n        \"version\": \"1.1.0\",\n        \"pci\": {\n            \"pci-address\": \"0000:65:00.2\"\n        }\n    }\n}]",
 		downwardapi.PodNetworksAnnotation:   `{"default/ovn-localnet-dhcp-vfio":{"ip_addresses":null,"mac_address":"02:00:00:00:20:08","role":"secondary","ipam_mode":"dhcp"}}`,
 	}
-	vol := newKubeletVolume(t, filepath.Join(t.TempDir(), "podinfo"))
-	vol.writePodInfo(t, nil, annotations)
-	w := newWatcher(t, downwardapi.Config{PodInfoDir: vol.dir})
+	vol := newVolume(t, filepath.Join(t.TempDir(), "podinfo"))
+	require.NoError(t, vol.WritePodInfo(nil, annotations))
+	w := newWatcher(t, downwardapi.Config{PodInfoDir: vol.Dir()})
 	s := w.Snapshot()
 	require.Empty(t, s.Problems)
 	require.NotNil(t, s.NetworkInfo)
@@ -243,8 +218,8 @@ func TestKubeletVolume_AnnotationsParsedIntoTypes(t *testing.T) {
 
 func TestKubeletVolume_VolumeRemoved_SourceBecomesUnavailable(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "podinfo")
-	vol := newKubeletVolume(t, dir)
-	vol.writePodInfo(t, nil, map[string]string{"a": "1"})
+	vol := newVolume(t, dir)
+	require.NoError(t, vol.WritePodInfo(nil, map[string]string{"a": "1"}))
 	w := newWatcher(t, downwardapi.Config{PodInfoDir: dir})
 	require.True(t, w.Snapshot().PodInfo)
 
@@ -256,7 +231,7 @@ func TestKubeletVolume_VolumeRemoved_SourceBecomesUnavailable(t *testing.T) {
 		return nil
 	})
 
-	vol = newKubeletVolume(t, dir)
-	vol.writePodInfo(t, nil, map[string]string{"a": "again"})
+	vol = newVolume(t, dir)
+	require.NoError(t, vol.WritePodInfo(nil, map[string]string{"a": "again"}))
 	wait(t, w, needAnnotations(map[string]string{"a": "again"}))
 }

@@ -33,9 +33,9 @@ func TestKubeletVolume_10000Swaps_GoroutinesAndFDsStayFlat(t *testing.T) {
 	// per swap would be thousands.
 	const tolerance = 3
 	dir := filepath.Join(t.TempDir(), "podinfo")
-	vol := newKubeletVolume(t, dir)
+	vol := newVolume(t, dir)
 	labels := map[string]string{"kubevirt.io": "virt-launcher"}
-	vol.writePodInfo(t, labels, map[string]string{"seq": "-1"})
+	require.NoError(t, vol.WritePodInfo(labels, map[string]string{"seq": "-1"}))
 
 	goroutinesBefore := runtime.NumGoroutine()
 	w, err := downwardapi.NewWatcher(downwardapi.Config{PodInfoDir: dir})
@@ -44,7 +44,7 @@ func TestKubeletVolume_10000Swaps_GoroutinesAndFDsStayFlat(t *testing.T) {
 	// Warm up so lazily started runtime pieces are counted in the baseline.
 	for i := range 10 {
 		want := map[string]string{"seq": "warm" + strconv.Itoa(i)}
-		vol.writePodInfo(t, labels, want)
+		require.NoError(t, vol.WritePodInfo(labels, want))
 		wait(t, w, needAnnotations(want))
 	}
 	goroutinesStart, fdsStart := runtime.NumGoroutine(), openFDs(t)
@@ -52,7 +52,7 @@ func TestKubeletVolume_10000Swaps_GoroutinesAndFDsStayFlat(t *testing.T) {
 
 	for i := range leakSwaps {
 		want := map[string]string{"seq": strconv.Itoa(i)}
-		vol.writePodInfo(t, labels, want)
+		require.NoError(t, vol.WritePodInfo(labels, want))
 		wait(t, w, needAnnotations(want))
 	}
 

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/kube"
 )
 
 // Everything the run depends on, overridable from the environment (see README "End-to-end test").
@@ -131,21 +133,21 @@ func TestE2E_VMBootsThroughTheSriovUDNBinding(t *testing.T) {
 	createCluster(t, ctx, cfg)
 	target.Kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
 	require.NoError(t, os.WriteFile(target.Kubeconfig, run(t, ctx, nil, "kind", "get", "kubeconfig", "--name", cfg.cluster), 0o600))
-	k := Kubectl{Binary: "kubectl", Kubeconfig: target.Kubeconfig}
+	k := kube.Kubectl{Kubeconfig: target.Kubeconfig}
 
 	installCNIPlugins(t, ctx, cfg)
 	run(t, ctx, nil, "kind", "load", "docker-image", cfg.image, "--name", cfg.cluster)
 	installMultus(t, ctx, k, cfg)
 	installKubeVirt(t, ctx, k, cfg)
 
-	k.must(t, ctx, "apply", "-k", filepath.Join(root, "manifests", "overlays", "e2e"))
+	must(t, ctx, k, "apply", "-k", filepath.Join(root, "manifests", "overlays", "e2e"))
 	// The overlay names sriov-udn-binding:e2e; follow E2E_IMAGE if it says otherwise. The name must
 	// keep "sriov-udn-binding": that is how the MutatingAdmissionPolicy finds our container.
 	imagePatch, err := json.Marshal(map[string]any{"spec": map[string]any{"configuration": map[string]any{"network": map[string]any{
 		"binding": map[string]any{Binding: map[string]any{"sidecarImage": cfg.image}}}}}})
 	require.NoError(t, err)
-	k.must(t, ctx, "-n", "kubevirt", "patch", "kubevirt", "kubevirt", "--type", "merge", "-p", string(imagePatch))
-	k.must(t, ctx, "-n", "kubevirt", "wait", "kv", "kubevirt", "--for", "condition=Available", "--timeout=10m")
+	must(t, ctx, k, "-n", "kubevirt", "patch", "kubevirt", "kubevirt", "--type", "merge", "-p", string(imagePatch))
+	must(t, ctx, k, "-n", "kubevirt", "wait", "kv", "kubevirt", "--for", "condition=Available", "--timeout=10m")
 
 	Run(t, target)
 }
@@ -230,20 +232,20 @@ func installCNIPlugins(t *testing.T, ctx context.Context, cfg e2eConfig) {
 	}
 }
 
-func installMultus(t *testing.T, ctx context.Context, k Kubectl, cfg e2eConfig) {
+func installMultus(t *testing.T, ctx context.Context, k kube.Kubectl, cfg e2eConfig) {
 	t.Helper()
-	k.must(t, ctx, "apply", "-f", fmt.Sprintf(
+	must(t, ctx, k, "apply", "-f", fmt.Sprintf(
 		"https://raw.githubusercontent.com/k8snetworkplumbingwg/multus-cni/%s/deployments/multus-daemonset-thick.yml", cfg.multusVersion))
-	k.must(t, ctx, "-n", "kube-system", "rollout", "status", "daemonset/kube-multus-ds", "--timeout=10m")
+	must(t, ctx, k, "-n", "kube-system", "rollout", "status", "daemonset/kube-multus-ds", "--timeout=10m")
 }
 
-func installKubeVirt(t *testing.T, ctx context.Context, k Kubectl, cfg e2eConfig) {
+func installKubeVirt(t *testing.T, ctx context.Context, k kube.Kubectl, cfg e2eConfig) {
 	t.Helper()
 	base := "https://github.com/kubevirt/kubevirt/releases/download/" + cfg.kubevirtVersion
-	k.must(t, ctx, "apply", "-f", base+"/kubevirt-operator.yaml")
-	k.must(t, ctx, "apply", "-f", base+"/kubevirt-cr.yaml")
+	must(t, ctx, k, "apply", "-f", base+"/kubevirt-operator.yaml")
+	must(t, ctx, k, "apply", "-f", base+"/kubevirt-cr.yaml")
 	// kind nodes have no /dev/kvm (or it is not worth depending on): software emulation.
-	k.must(t, ctx, "-n", "kubevirt", "patch", "kubevirt", "kubevirt", "--type", "merge",
+	must(t, ctx, k, "-n", "kubevirt", "patch", "kubevirt", "kubevirt", "--type", "merge",
 		"-p", `{"spec":{"configuration":{"developerConfiguration":{"useEmulation":true}}}}`)
-	k.must(t, ctx, "-n", "kubevirt", "wait", "kv", "kubevirt", "--for", "condition=Available", "--timeout=20m")
+	must(t, ctx, k, "-n", "kubevirt", "wait", "kv", "kubevirt", "--for", "condition=Available", "--timeout=20m")
 }

@@ -11,9 +11,7 @@ import (
 	"io"
 	"mime"
 	"mime/multipart"
-	"net/netip"
 	"net/textproto"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +21,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/kube"
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/ovn"
 )
 
 // Target is a cluster the suite runs on: KubeVirt deployed and the sriov-udn binding registered as
@@ -47,7 +48,7 @@ type Target struct {
 // Check is a target's own subtest on the launcher pod.
 type Check struct {
 	Name string
-	Run  func(t *testing.T, k Kubectl, pod *corev1.Pod)
+	Run  func(t *testing.T, k kube.Kubectl, pod *corev1.Pod)
 }
 
 // Binding is the binding's name in the KubeVirt CR (manifests/kubevirt).
@@ -69,52 +70,18 @@ func cloudInitISO(namespace, vmi string) string {
 	return "/var/run/kubevirt-ephemeral-disks/cloud-init-data/" + namespace + "/" + vmi + "/noCloud.iso"
 }
 
-// Kubectl runs kubectl against a Target.
-type Kubectl struct {
-	Binary, Kubeconfig string
-}
-
-// Run runs kubectl with args (stdin, if not nil), returning its stdout; the error carries its stderr.
-func (k Kubectl) Run(ctx context.Context, stdin []byte, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, k.Binary, append([]string{"--kubeconfig", k.Kubeconfig}, args...)...)
-	if stdin != nil {
-		cmd.Stdin = bytes.NewReader(stdin)
-	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.Bytes(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return stdout.Bytes(), nil
-}
-
 // must runs kubectl and fails t on error.
-func (k Kubectl) must(t *testing.T, ctx context.Context, args ...string) []byte {
+func must(t *testing.T, ctx context.Context, k kube.Kubectl, args ...string) []byte {
 	t.Helper()
 	out, err := k.Run(ctx, nil, args...)
 	require.NoError(t, err)
 	return out
 }
 
-// getJSON reads one object into v.
-func (k Kubectl) getJSON(ctx context.Context, v any, args ...string) error {
-	out, err := k.Run(ctx, nil, append(append([]string{"get"}, args...), "-o", "json")...)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(out, v); err != nil {
-		return fmt.Errorf("kubectl get %s: %w", strings.Join(args, " "), err)
-	}
-	return nil
-}
-
 // Run runs the suite on the target: what an operator's cluster with the binding registered must do for a VM
 // that uses it. Each failure names its layer: cluster, KubeVirt, admission, sidecar, status.
 func Run(t *testing.T, target Target) {
-	k := Kubectl{Binary: target.Kubectl, Kubeconfig: target.Kubeconfig}
-	if k.Binary == "" {
-		k.Binary = "kubectl"
-	}
+	k := kube.Kubectl{Binary: target.Kubectl, Kubeconfig: target.Kubeconfig}
 	// Within the test binary's own deadline (go test -timeout), so that the cleanups still run on a timeout.
 	deadline := time.Now().Add(30 * time.Minute)
 	if d, ok := t.Deadline(); ok && d.Add(-5*time.Minute).Before(deadline) {
@@ -126,7 +93,7 @@ func Run(t *testing.T, target Target) {
 
 	t.Run("KubeVirt registers the binding with our image", func(t *testing.T) {
 		var kv kubevirtv1.KubeVirt
-		require.NoError(t, k.getJSON(ctx, &kv, "-n", "kubevirt", "kubevirt", "kubevirt"), "KubeVirt: the CR")
+		require.NoError(t, k.GetJSON(ctx, &kv, "-n", "kubevirt", "kubevirt", "kubevirt"), "KubeVirt: the CR")
 		require.NotNil(t, kv.Spec.Configuration.NetworkConfiguration, "KubeVirt: spec.configuration.network")
 		plugin, ok := kv.Spec.Configuration.NetworkConfiguration.Binding[Binding]
 		require.True(t, ok, "KubeVirt: no binding %q in spec.configuration.network.binding", Binding)
@@ -177,7 +144,7 @@ func Run(t *testing.T, target Target) {
 	}), "KubeVirt: the fixtures admitted")
 	var vmi kubevirtv1.VirtualMachineInstance
 	require.NoError(t, eventually(ctx, 15*time.Minute, 2*time.Second, func() error {
-		if err := k.getJSON(ctx, &vmi, "-n", ns, "vmi", name); err != nil {
+		if err := k.GetJSON(ctx, &vmi, "-n", ns, "vmi", name); err != nil {
 			return err
 		}
 		if vmi.Status.Phase == kubevirtv1.Failed {
@@ -195,7 +162,7 @@ func Run(t *testing.T, target Target) {
 	bound, network, err := boundInterface(&vmi)
 	require.NoError(t, err, "cluster: the fixture's VM")
 	var pods corev1.PodList
-	require.NoError(t, k.getJSON(ctx, &pods, "-n", ns, "pods", "-l", "kubevirt.io/created-by="+string(vmi.UID)), "KubeVirt: the launcher pod")
+	require.NoError(t, k.GetJSON(ctx, &pods, "-n", ns, "pods", "-l", "kubevirt.io/created-by="+string(vmi.UID)), "KubeVirt: the launcher pod")
 	require.Len(t, pods.Items, 1, "KubeVirt: one launcher pod for VMI %s", vmi.UID)
 	pod := &pods.Items[0]
 	sidecar := ourSidecar(pod)
@@ -210,7 +177,7 @@ func Run(t *testing.T, target Target) {
 	})
 
 	t.Run("virt-launcher called our hooks and they succeeded", func(t *testing.T) {
-		logs := k.must(t, ctx, "-n", ns, "logs", pod.Name, "-c", sidecar.Name)
+		logs := must(t, ctx, k, "-n", ns, "logs", pod.Name, "-c", sidecar.Name)
 		calls, err := hookCalls(logs)
 		require.NoError(t, err, "sidecar: its log")
 		for _, hook := range []string{"PreCloudInitIso", "OnDefineDomain"} {
@@ -227,7 +194,7 @@ func Run(t *testing.T, target Target) {
 		want, err := podNetworksAddresses(pod, network)
 		require.NoError(t, err, "cluster: the pod's annotations")
 		require.NotEmpty(t, want, "cluster: pod-networks gives %s no address", network)
-		image := k.must(t, ctx, "-n", ns, "exec", pod.Name, "-c", "compute", "--", "cat", cloudInitISO(ns, name))
+		image := must(t, ctx, k, "-n", ns, "exec", pod.Name, "-c", "compute", "--", "cat", cloudInitISO(ns, name))
 		networkConfig, err := isoRootFile(image, "network-config")
 		require.NoError(t, err, "KubeVirt: the cloud-init ISO")
 		got, err := AddressesForMAC(networkConfig, bound.MacAddress)
@@ -249,7 +216,7 @@ func Run(t *testing.T, target Target) {
 	t.Run("vmi.status.interfaces reports the bound interface", func(t *testing.T) {
 		err := eventually(ctx, 3*time.Minute, 2*time.Second, func() error {
 			var now kubevirtv1.VirtualMachineInstance
-			if err := k.getJSON(ctx, &now, "-n", ns, "vmi", name); err != nil {
+			if err := k.GetJSON(ctx, &now, "-n", ns, "vmi", name); err != nil {
 				return err
 			}
 			for _, st := range now.Status.Interfaces {
@@ -358,26 +325,24 @@ func ourSidecar(pod *corev1.Pod) *corev1.Container {
 // podNetworksAddresses reads network's ip_addresses (CIDR, OVN-K's form) from the pod's k8s.ovn.org/pod-networks,
 // with plain JSON: the expectation must not come from the sidecar's own parsers.
 func podNetworksAddresses(pod *corev1.Pod, network string) ([]string, error) {
-	var networks map[string]struct {
-		IPs []string `json:"ip_addresses"`
-	}
-	value, ok := pod.Annotations["k8s.ovn.org/pod-networks"]
+	value, ok := pod.Annotations[ovn.PodNetworksAnnotation]
 	if !ok {
-		return nil, fmt.Errorf("pod %s has no k8s.ovn.org/pod-networks", pod.Name)
+		return nil, fmt.Errorf("pod %s has no %s", pod.Name, ovn.PodNetworksAnnotation)
 	}
-	if err := json.Unmarshal([]byte(value), &networks); err != nil {
-		return nil, fmt.Errorf("k8s.ovn.org/pod-networks of pod %s: %w", pod.Name, err)
+	pns, err := ovn.Decode(value)
+	if err != nil {
+		return nil, fmt.Errorf("%s of pod %s: %w", ovn.PodNetworksAnnotation, pod.Name, err)
 	}
-	entry, ok := networks[network]
+	entry, ok := pns[network]
 	if !ok {
-		return nil, fmt.Errorf("k8s.ovn.org/pod-networks of pod %s has no %s", pod.Name, network)
+		return nil, fmt.Errorf("%s of pod %s has no %s", ovn.PodNetworksAnnotation, pod.Name, network)
+	}
+	prefixes, err := entry.Prefixes()
+	if err != nil {
+		return nil, fmt.Errorf("%s of pod %s: %s: %w", ovn.PodNetworksAnnotation, pod.Name, network, err)
 	}
 	var out []string
-	for _, s := range entry.IPs {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return nil, fmt.Errorf("k8s.ovn.org/pod-networks of pod %s: %s: %w", pod.Name, network, err)
-		}
+	for _, p := range prefixes {
 		out = append(out, p.String())
 	}
 	return out, nil
@@ -531,7 +496,7 @@ func eventually(ctx context.Context, timeout, interval time.Duration, check func
 }
 
 // dump logs what a failure needs read: the namespace's pods, VM and VMI, events, and the launcher's logs.
-func dump(t *testing.T, ctx context.Context, k Kubectl, ns string) {
+func dump(t *testing.T, ctx context.Context, k kube.Kubectl, ns string) {
 	for _, args := range [][]string{
 		{"-n", ns, "get", "pods", "-o", "wide"},
 		{"-n", ns, "get", "vm,vmi", "-o", "yaml"},

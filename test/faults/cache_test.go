@@ -21,22 +21,22 @@ var refreshed = msgIs("interface cache updated", "interface cache not fully writ
 
 // boundSidecar starts a sidecar with the sample annotations projected by kubelet, after plant has
 // prepared the cache, and makes the PreCloudInitIso call that tells it the VMI.
-func boundSidecar(t *testing.T, plant func(l *layout, vmiDir string)) (*layout, *harness.Process, samples) {
+func boundSidecar(t *testing.T, plant func(l *harness.Pod, vmiDir string)) (*harness.Pod, *harness.Process, samples) {
 	t.Helper()
 	s := loadSamples(t)
 	l := newLayout(t)
-	l.kubeletPodInfo(t, s.annotations)
+	kubeletPodInfo(t, l, s.annotations)
 	if plant != nil {
-		plant(l, filepath.Join(l.cacheDir, s.vmiUID))
+		plant(l, filepath.Join(l.CacheDir, s.vmiUID))
 	}
-	proc := l.start(t)
-	require.NoError(t, preCloudInitIso(t, l.socket(), s.vmiJSON, noCloudJSON(t), 10*time.Second))
+	proc := start(t, l)
+	require.NoError(t, preCloudInitIso(t, l.Socket(), s.vmiJSON, noCloudJSON(t), 10*time.Second))
 	return l, proc, s
 }
 
-func readEntry(t *testing.T, l *layout, s samples, iface string) string {
+func readEntry(t *testing.T, l *harness.Pod, s samples, iface string) string {
 	t.Helper()
-	path := filepath.Join(l.cacheDir, s.vmiUID, iface)
+	path := filepath.Join(l.CacheDir, s.vmiUID, iface)
 	st, err := os.Lstat(path)
 	require.NoError(t, err)
 	require.True(t, st.Mode().IsRegular(), "%s is %s, want a regular file", path, st.Mode().Type())
@@ -47,7 +47,7 @@ func readEntry(t *testing.T, l *layout, s samples, iface string) string {
 
 // Case 5: a FIFO at an entry path must neither hang the refresher nor keep the process from exiting.
 func TestCache_FIFOAtEntryPath_ReplacedAndProcessStillStops(t *testing.T) {
-	l, proc, s := boundSidecar(t, func(_ *layout, vmiDir string) {
+	l, proc, s := boundSidecar(t, func(_ *harness.Pod, vmiDir string) {
 		require.NoError(t, os.MkdirAll(vmiDir, 0o750))
 		require.NoError(t, syscall.Mkfifo(filepath.Join(vmiDir, "sriov-l2"), 0o640))
 	})
@@ -64,30 +64,30 @@ func TestCache_FIFOAtEntryPath_ReplacedAndProcessStillStops(t *testing.T) {
 // Case 6: <cache>/<uid> -> .. is the hooks mount itself in the default layout: following it
 // deleted the socket. Nothing outside the cache's own directories may be written, chmodded or removed.
 func TestCache_VMIDirSymlinkedToSocketDir_NothingThereTouched(t *testing.T) {
-	l, proc, _ := boundSidecar(t, func(l *layout, vmiDir string) {
-		require.NoError(t, os.WriteFile(filepath.Join(l.socketDir, "important.conf"), []byte("keep"), 0o644))
-		require.NoError(t, os.MkdirAll(l.cacheDir, 0o750))
+	l, proc, _ := boundSidecar(t, func(l *harness.Pod, vmiDir string) {
+		require.NoError(t, os.WriteFile(filepath.Join(l.HooksDir, "important.conf"), []byte("keep"), 0o644))
+		require.NoError(t, os.MkdirAll(l.CacheDir, 0o750))
 		require.NoError(t, os.Symlink("..", vmiDir))
 	})
 	_, err := proc.WaitLog(refreshed, logWait)
 	require.NoError(t, err)
 
-	assert.NoError(t, callInfo(l.socket(), 5*time.Second), "the socket must survive")
-	assert.FileExists(t, filepath.Join(l.socketDir, "important.conf"))
-	assert.NoFileExists(t, filepath.Join(l.socketDir, "sriov-l2"), "an entry was written through the symlink")
-	st, err := os.Stat(l.socketDir)
+	assert.NoError(t, callInfo(l.Socket(), 5*time.Second), "the socket must survive")
+	assert.FileExists(t, filepath.Join(l.HooksDir, "important.conf"))
+	assert.NoFileExists(t, filepath.Join(l.HooksDir, "sriov-l2"), "an entry was written through the symlink")
+	st, err := os.Stat(l.HooksDir)
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o755), st.Mode().Perm(), "the symlink's target was chmodded")
 }
 
 func TestCache_VMIDirSymlinkedElsewhere_TargetNeitherWrittenChmoddedNorEmptied(t *testing.T) {
 	var other string
-	_, proc, _ := boundSidecar(t, func(l *layout, vmiDir string) {
-		other = filepath.Join(l.base, "other")
+	_, proc, _ := boundSidecar(t, func(l *harness.Pod, vmiDir string) {
+		other = filepath.Join(filepath.Dir(l.HooksDir), "other")
 		require.NoError(t, os.MkdirAll(other, 0o755))
 		require.NoError(t, os.Chmod(other, 0o755))
 		require.NoError(t, os.WriteFile(filepath.Join(other, "important.conf"), []byte("keep"), 0o644))
-		require.NoError(t, os.MkdirAll(l.cacheDir, 0o750))
+		require.NoError(t, os.MkdirAll(l.CacheDir, 0o750))
 		require.NoError(t, os.Symlink(other, vmiDir))
 	})
 	_, err := proc.WaitLog(refreshed, logWait)
@@ -104,7 +104,7 @@ func TestCache_VMIDirSymlinkedElsewhere_TargetNeitherWrittenChmoddedNorEmptied(t
 
 // Case 9: a huge file at an entry path is not read whole; it is replaced by the entry.
 func TestCache_HugeFileAtEntryPath_ReadWithACapAndReplaced(t *testing.T) {
-	l, proc, s := boundSidecar(t, func(_ *layout, vmiDir string) {
+	l, proc, s := boundSidecar(t, func(_ *harness.Pod, vmiDir string) {
 		require.NoError(t, os.MkdirAll(vmiDir, 0o750))
 		f, err := os.Create(filepath.Join(vmiDir, "sriov-l2"))
 		require.NoError(t, err)
@@ -126,8 +126,8 @@ func TestCache_AnnotationsLoseTheNetwork_EntriesKept(t *testing.T) {
 	require.NoError(t, err)
 	before := readEntry(t, l, s, "sriov-l2")
 
-	require.NoError(t, l.podInfo.Write(map[string]string{"kubevirt.io": "virt-launcher"},
-		without(s.annotations, "k8s.v1.cni.cncf.io/network-status", "k8s.ovn.org/pod-networks")))
+	require.NoError(t, l.WritePodInfo(map[string]string{"kubevirt.io": "virt-launcher"},
+		harness.Without(s.annotations, "k8s.v1.cni.cncf.io/network-status", "k8s.ovn.org/pod-networks")))
 	_, err = proc.WaitLog(refreshed, logWait)
 	require.NoError(t, err)
 	assert.Equal(t, before, readEntry(t, l, s, "sriov-l2"))
@@ -140,7 +140,7 @@ func TestCache_PodInfoVolumeVanishes_EntriesKept(t *testing.T) {
 	require.NoError(t, err)
 	before := readEntry(t, l, s, "sriov-l2")
 
-	require.NoError(t, os.RemoveAll(l.podInfoDir))
+	require.NoError(t, os.RemoveAll(l.PodInfoDir))
 	_, err = proc.WaitLog(refreshed, logWait)
 	require.NoError(t, err)
 	assert.Equal(t, before, readEntry(t, l, s, "sriov-l2"))
@@ -151,7 +151,7 @@ func TestCache_PodInfoVolumeVanishes_EntriesKept(t *testing.T) {
 // written the process is idle again (no timer left).
 func TestCache_FailedWrite_RetriedWithoutAHookCallThenIdle(t *testing.T) {
 	var blocker string
-	l, proc, s := boundSidecar(t, func(_ *layout, vmiDir string) {
+	l, proc, s := boundSidecar(t, func(_ *harness.Pod, vmiDir string) {
 		blocker = filepath.Join(vmiDir, "sriov-l2")
 		require.NoError(t, os.MkdirAll(filepath.Join(blocker, "sub"), 0o750)) // rename over a non-empty dir fails
 	})

@@ -28,60 +28,34 @@ import (
 // podUID is the uid the pod runs as for non-root VMIs (DESIGN.md section 1).
 const podUID = 107
 
-const socketName = "sriov-udn-binding.sock"
-
-// layout is one sidecar's pod: its hooks mount (socket dir, with the interface cache below it as
-// in the default layout) and its DownwardAPI volumes, written by kubelet's AtomicWriter.
-type layout struct {
-	base       string
-	socketDir  string
-	cacheDir   string
-	podInfoDir string
-	deviceDir  string
-	podInfo    *harness.PodInfo
-}
-
-// newLayout builds the pod's directories under a short /tmp path (a unix socket path has 107 bytes).
-func newLayout(t *testing.T) *layout {
+// newLayout builds one sidecar's pod (harness.Pod) under a short /tmp path (a unix socket path has 107
+// bytes): its hooks mount at <base>/hooks, with the interface cache below it as in the default layout, and its
+// DownwardAPI volumes beside it, written by kubelet's AtomicWriter.
+func newLayout(t *testing.T) *harness.Pod {
 	t.Helper()
 	base, err := os.MkdirTemp("", "flt-")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = os.RemoveAll(base) })
 	require.NoError(t, os.Chmod(base, 0o755))
-	l := &layout{
-		base:       base,
-		socketDir:  filepath.Join(base, "hooks"),
-		podInfoDir: filepath.Join(base, "downwardapi", "podinfo"),
-		deviceDir:  filepath.Join(base, "podinfo"),
-	}
-	l.cacheDir = filepath.Join(l.socketDir, "ifacecache")
-	require.NoError(t, os.MkdirAll(l.socketDir, 0o755))
-	return l
+	p, err := harness.NewPod(filepath.Join(base, "hooks"), base)
+	require.NoError(t, err)
+	return p
 }
 
-func (l *layout) socket() string { return filepath.Join(l.socketDir, socketName) }
-
-func (l *layout) args(extra ...string) []string {
-	return append([]string{
-		"--socket-dir", l.socketDir,
-		"--socket-name", socketName,
-		"--device-info-file", filepath.Join(l.deviceDir, "network-info"),
-		"--pod-info-dir", l.podInfoDir,
-		"--iface-cache-dir", l.cacheDir,
-		"--log-level", "debug",
-	}, extra...)
+// args are the sidecar's flags for the pod, with debug logs.
+func args(p *harness.Pod, extra ...string) []string {
+	return p.Args(append([]string{"--log-level", "debug"}, extra...)...)
 }
 
 // kubeletPodInfo makes the pod-info dir a kubelet volume and projects the sample annotations.
-func (l *layout) kubeletPodInfo(t *testing.T, annotations map[string]string) {
+func kubeletPodInfo(t *testing.T, p *harness.Pod, annotations map[string]string) {
 	t.Helper()
-	l.podInfo = harness.NewPodInfo(t, l.podInfoDir)
-	require.NoError(t, l.podInfo.Write(map[string]string{"kubevirt.io": "virt-launcher"}, annotations))
+	require.NoError(t, p.WritePodInfo(map[string]string{"kubevirt.io": "virt-launcher"}, annotations))
 }
 
-func (l *layout) start(t *testing.T, extra ...string) *harness.Process {
+func start(t *testing.T, p *harness.Pod, extra ...string) *harness.Process {
 	t.Helper()
-	return harness.Start(t, sidecarBin, l.args(extra...)...)
+	return harness.Start(t, sidecarBin, args(p, extra...)...)
 }
 
 // asPodUser runs the sidecar as uid/gid 107 with no capabilities, as in a virt-launcher pod.
@@ -109,35 +83,10 @@ type samples struct {
 
 func loadSamples(t *testing.T) samples {
 	t.Helper()
-	dir := filepath.Join(harness.RepoRoot(), "cmd", "sidecar", "samples")
-	raw, err := os.ReadFile(filepath.Join(dir, "pod.json"))
+	pod, vmi := harness.LoadSamples(t)
+	raw, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "cmd", "sidecar", "samples", "vmi.json"))
 	require.NoError(t, err)
-	var pod struct {
-		Metadata struct {
-			Annotations map[string]string `json:"annotations"`
-		} `json:"metadata"`
-	}
-	require.NoError(t, json.Unmarshal(raw, &pod))
-	vmi, err := os.ReadFile(filepath.Join(dir, "vmi.json"))
-	require.NoError(t, err)
-	var meta struct {
-		Metadata struct {
-			UID string `json:"uid"`
-		} `json:"metadata"`
-	}
-	require.NoError(t, json.Unmarshal(vmi, &meta))
-	return samples{annotations: pod.Metadata.Annotations, vmiJSON: vmi, vmiUID: meta.Metadata.UID}
-}
-
-func without(m map[string]string, drop ...string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	for _, k := range drop {
-		delete(out, k)
-	}
-	return out
+	return samples{annotations: pod.Metadata.Annotations, vmiJSON: raw, vmiUID: string(vmi.UID)}
 }
 
 func noCloudJSON(t *testing.T) []byte {

@@ -53,12 +53,12 @@ func answer(t *testing.T, socket string, vmiJSON, data []byte) (*cloudinit.Cloud
 	return &out, nil
 }
 
-func startWithSamples(t *testing.T) (*layout, samples, *harness.Process) {
+func startWithSamples(t *testing.T) (*harness.Pod, samples, *harness.Process) {
 	t.Helper()
 	s := loadSamples(t)
 	l := newLayout(t)
-	l.kubeletPodInfo(t, s.annotations)
-	return l, s, l.start(t, "--wait-timeout", "2s")
+	kubeletPodInfo(t, l, s.annotations)
+	return l, s, start(t, l, "--wait-timeout", "2s")
 }
 
 // A request past the receive limit (27.1 MiB, docs/footprint.md "What a hook call may carry") is refused before it costs memory, with the
@@ -66,7 +66,7 @@ func startWithSamples(t *testing.T) (*layout, samples, *harness.Process) {
 func TestInput_RequestPastTheLimit_RefusedWithALogLine(t *testing.T) {
 	l, s, proc := startWithSamples(t)
 	big := bytes.Repeat([]byte("<"), 28<<20)
-	_, err := answer(t, l.socket(), s.vmiJSON, big)
+	_, err := answer(t, l.Socket(), s.vmiJSON, big)
 	require.Error(t, err)
 	assert.Equal(t, codes.ResourceExhausted, status.Code(err))
 	line, err := proc.WaitLog(msgIs("hook call refused"), logWait)
@@ -81,13 +81,13 @@ func TestInput_RequestPastTheLimit_RefusedWithALogLine(t *testing.T) {
 func TestInput_MangledUserData_GzipRefused_Latin1Warned(t *testing.T) {
 	l, s, proc := startWithSamples(t)
 	gz := string([]byte{0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0xcb, 0x48, 0xcd})
-	_, err := answer(t, l.socket(), s.vmiJSON, ciData(t, cloudinit.DataSourceNoCloud, gz))
+	_, err := answer(t, l.Socket(), s.vmiJSON, ciData(t, cloudinit.DataSourceNoCloud, gz))
 	require.Error(t, err)
 	assert.Equal(t, codes.InvalidArgument, status.Code(err))
 	assert.Contains(t, status.Convert(err).Message(), "gzip")
 	assert.Contains(t, status.Convert(err).Message(), "uncompressed")
 
-	out, err := answer(t, l.socket(), s.vmiJSON, ciData(t, cloudinit.DataSourceNoCloud, "#!/bin/sh\necho caf\xe9\n"))
+	out, err := answer(t, l.Socket(), s.vmiJSON, ciData(t, cloudinit.DataSourceNoCloud, "#!/bin/sh\necho caf\xe9\n"))
 	require.NoError(t, err)
 	assert.Contains(t, out.UserData, "sriov-udn-binding-network-every-boot.cfg")
 	line, err := proc.WaitLog(func(m map[string]any) bool { return m["code"] == "user-data-not-utf8" }, logWait)
@@ -98,7 +98,7 @@ func TestInput_MangledUserData_GzipRefused_Latin1Warned(t *testing.T) {
 // A mention of our parts' file names in the user's text turns nothing off.
 func TestInput_UserTextMentionsOurFileNames_OurPartsStillAdded(t *testing.T) {
 	l, s, _ := startWithSamples(t)
-	out, err := answer(t, l.socket(), s.vmiJSON, ciData(t, cloudinit.DataSourceNoCloud,
+	out, err := answer(t, l.Socket(), s.vmiJSON, ciData(t, cloudinit.DataSourceNoCloud,
 		"#!/bin/sh\n# not sriov-udn-binding-network-every-boot.cfg\n"))
 	require.NoError(t, err)
 	assert.Contains(t, out.UserData, `filename="sriov-udn-binding-network-every-boot.cfg"`)
@@ -109,7 +109,7 @@ func TestInput_UserTextMentionsOurFileNames_OurPartsStillAdded(t *testing.T) {
 	meta["annotations"] = map[string]any{"sriov-udn.kubevirt.io/windows-network-script": "true"}
 	withScript, err := json.Marshal(vmi)
 	require.NoError(t, err)
-	out, err = answer(t, l.socket(), withScript, ciData(t, cloudinit.DataSourceConfigDrive, "#ps1_sysnative\n# runs after sriov-udn-network.ps1\n"))
+	out, err = answer(t, l.Socket(), withScript, ciData(t, cloudinit.DataSourceConfigDrive, "#ps1_sysnative\n# runs after sriov-udn-network.ps1\n"))
 	require.NoError(t, err)
 	assert.Contains(t, out.UserData, `filename="sriov-udn-network.ps1"`)
 }
@@ -118,7 +118,7 @@ func TestInput_UserTextMentionsOurFileNames_OurPartsStillAdded(t *testing.T) {
 func TestInput_UsersDropInEntry_WinsWithAWarning(t *testing.T) {
 	l, s, proc := startWithSamples(t)
 	user := "#cloud-config\nwrite_files:\n- path: /etc/systemd/system/cloud-init-local.service.d/50-sriov-udn-binding.conf\n  content: mine\n"
-	out, err := answer(t, l.socket(), s.vmiJSON, ciData(t, cloudinit.DataSourceConfigDrive, user))
+	out, err := answer(t, l.Socket(), s.vmiJSON, ciData(t, cloudinit.DataSourceConfigDrive, user))
 	require.NoError(t, err)
 	assert.Equal(t, user, out.UserData)
 	_, err = proc.WaitLog(func(m map[string]any) bool { return m["code"] == "user-drop-in-wins" }, logWait)
@@ -147,13 +147,13 @@ func fixturePod(t *testing.T, name string) (map[string]string, []byte) {
 func TestInput_AmbiguousPodNIC_OneAnswerEveryCall_ForeignEntriesIgnored(t *testing.T) {
 	ann, vmiJSON := fixturePod(t, "pod-nic-two-primaries")
 	l := newLayout(t)
-	l.kubeletPodInfo(t, ann)
-	require.NoError(t, os.MkdirAll(l.deviceDir, 0o755))
-	l.start(t, "--wait-timeout", "2s")
-	client := hooksv1alpha3.NewCallbacksClient(dial(t, l.socket()))
+	kubeletPodInfo(t, l, ann)
+	require.NoError(t, os.MkdirAll(l.DeviceInfoDir, 0o755))
+	start(t, l, "--wait-timeout", "2s")
+	client := hooksv1alpha3.NewCallbacksClient(dial(t, l.Socket()))
 	var firstErr, firstDomain string
 	for i := range 12 {
-		_, err := answer(t, l.socket(), vmiJSON, ciData(t, cloudinit.DataSourceNoCloud, "#cloud-config\n"))
+		_, err := answer(t, l.Socket(), vmiJSON, ciData(t, cloudinit.DataSourceNoCloud, "#cloud-config\n"))
 		require.Error(t, err)
 		msg := status.Convert(err).Message()
 		assert.Contains(t, msg, `"tenant-a/udn-blue"`)
@@ -171,9 +171,9 @@ func TestInput_AmbiguousPodNIC_OneAnswerEveryCall_ForeignEntriesIgnored(t *testi
 
 	ann, vmiJSON = fixturePod(t, "foreign-entry-invalid")
 	l2 := newLayout(t)
-	l2.kubeletPodInfo(t, ann)
-	l2.start(t, "--wait-timeout", "2s")
-	out, err := answer(t, l2.socket(), vmiJSON, ciData(t, cloudinit.DataSourceNoCloud, "#cloud-config\n"))
+	kubeletPodInfo(t, l2, ann)
+	start(t, l2, "--wait-timeout", "2s")
+	out, err := answer(t, l2.Socket(), vmiJSON, ciData(t, cloudinit.DataSourceNoCloud, "#cloud-config\n"))
 	require.NoError(t, err, "a bad entry of a network that is not ours is not our business")
 	assert.True(t, strings.Contains(out.NetworkData, "02:00:00:aa:01:01"))
 }

@@ -18,9 +18,9 @@ import (
 // Case 11: once logging began, even the fatal line is JSON.
 func TestSmall_FatalStartupErrorAfterLoggingBegan_IsJSON(t *testing.T) {
 	l := newLayout(t)
-	plainPodInfo(t, l.podInfoDir, 0o644)
-	require.NoError(t, os.RemoveAll(l.socketDir))
-	code, out := runToExit(t, 10*time.Second, nil, l.args()...)
+	plainPodInfo(t, l.PodInfoDir, 0o644)
+	require.NoError(t, os.RemoveAll(l.HooksDir))
+	code, out := runToExit(t, 10*time.Second, nil, args(l)...)
 	assert.Equal(t, 1, code, out)
 	var fatal map[string]any
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
@@ -31,7 +31,7 @@ func TestSmall_FatalStartupErrorAfterLoggingBegan_IsJSON(t *testing.T) {
 		}
 	}
 	require.NotNil(t, fatal, "no ERROR line:\n%s", out)
-	assert.Contains(t, fmt.Sprint(fatal), l.socketDir)
+	assert.Contains(t, fmt.Sprint(fatal), l.HooksDir)
 }
 
 // Case 11: a malformed annotation line is reported by key and position, never by its value.
@@ -45,10 +45,10 @@ func TestSmall_MalformedAnnotationLines_ValueNeverLogged(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := loadSamples(t)
 			l := newLayout(t)
-			require.NoError(t, os.MkdirAll(l.podInfoDir, 0o755))
-			require.NoError(t, os.WriteFile(filepath.Join(l.podInfoDir, "annotations"), []byte(content), 0o644))
-			proc := l.start(t, "--wait-timeout", "1s")
-			assert.Error(t, preCloudInitIso(t, l.socket(), s.vmiJSON, noCloudJSON(t), 10*time.Second))
+			require.NoError(t, os.MkdirAll(l.PodInfoDir, 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(l.PodInfoDir, "annotations"), []byte(content), 0o644))
+			proc := start(t, l, "--wait-timeout", "1s")
+			assert.Error(t, preCloudInitIso(t, l.Socket(), s.vmiJSON, noCloudJSON(t), 10*time.Second))
 			_, err := proc.WaitLog(msgIs("hook call"), logWait)
 			require.NoError(t, err)
 			logs := proc.Logs()
@@ -80,8 +80,8 @@ func manyBoundInterfaces(t *testing.T, n int) []byte {
 // Case 11: a line about 400 missing items is bounded (a count and the first few names).
 func TestSmall_FourHundredMissingItems_EveryLogLineBounded(t *testing.T) {
 	l := newLayout(t)
-	proc := l.start(t, "--wait-timeout", "1s")
-	assert.Error(t, preCloudInitIso(t, l.socket(), manyBoundInterfaces(t, 400), noCloudJSON(t), 10*time.Second))
+	proc := start(t, l, "--wait-timeout", "1s")
+	assert.Error(t, preCloudInitIso(t, l.Socket(), manyBoundInterfaces(t, 400), noCloudJSON(t), 10*time.Second))
 	_, err := proc.WaitLog(msgIs("hook call"), logWait)
 	require.NoError(t, err)
 	logs := proc.Logs()
@@ -99,10 +99,10 @@ func TestSmall_BadFlags_RefusedWithUsageExit(t *testing.T) {
 		env  []string
 		want string
 	}{
-		"empty cache dir flag": {args: l.args("--iface-cache-dir", ""), want: "--iface-cache-dir"},
-		"empty cache dir env":  {args: []string{"--socket-dir", l.socketDir}, env: []string{"IFACE_CACHE_DIR="}, want: "--iface-cache-dir"},
-		"1ns wait timeout":     {args: l.args("--wait-timeout=1ns"), want: "--wait-timeout"},
-		"500ms wait timeout":   {args: l.args("--wait-timeout=500ms"), want: "--wait-timeout"},
+		"empty cache dir flag": {args: args(l, "--iface-cache-dir", ""), want: "--iface-cache-dir"},
+		"empty cache dir env":  {args: []string{"--socket-dir", l.HooksDir}, env: []string{"IFACE_CACHE_DIR="}, want: "--iface-cache-dir"},
+		"1ns wait timeout":     {args: args(l, "--wait-timeout=1ns"), want: "--wait-timeout"},
+		"500ms wait timeout":   {args: args(l, "--wait-timeout=500ms"), want: "--wait-timeout"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -116,10 +116,10 @@ func TestSmall_BadFlags_RefusedWithUsageExit(t *testing.T) {
 // Case 11: SIGHUP stops the sidecar like SIGTERM.
 func TestSmall_SIGHUP_StopsCleanlyAndRemovesSocket(t *testing.T) {
 	l := newLayout(t)
-	proc := l.start(t)
+	proc := start(t, l)
 	require.NoError(t, proc.Signal(syscall.SIGHUP))
 	code, err := proc.Wait(stopBound)
 	require.NoError(t, err)
 	assert.Equal(t, 0, code)
-	assert.NoFileExists(t, l.socket())
+	assert.NoFileExists(t, l.Socket())
 }

@@ -28,23 +28,23 @@ func plainPodInfo(t *testing.T, dir string, mode os.FileMode) string {
 	return path
 }
 
-func startAsPodUser(t *testing.T, l *layout) *harness.Process {
+func startAsPodUser(t *testing.T, l *harness.Pod) *harness.Process {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("skipping: the unreadable-file cases need the sidecar to run as uid 107 while the test (root) owns the files (CI runs as root)")
 	}
-	chownTree(t, l.socketDir)
-	return harness.StartWith(t, asPodUser, sidecarBin, l.args()...)
+	chownTree(t, l.HooksDir)
+	return harness.StartWith(t, asPodUser, sidecarBin, args(l)...)
 }
 
 // Case 8: a pod-info dir unreadable at start is picked up once it becomes readable.
 func TestWatcher_PodInfoDirUnreadableAtStart_RecoversWhenMadeReadable(t *testing.T) {
 	l := newLayout(t)
-	plainPodInfo(t, l.podInfoDir, 0o644)
-	require.NoError(t, os.Chmod(l.podInfoDir, 0o000))
+	plainPodInfo(t, l.PodInfoDir, 0o644)
+	require.NoError(t, os.Chmod(l.PodInfoDir, 0o000))
 	proc := startAsPodUser(t, l)
 
-	require.NoError(t, os.Chmod(l.podInfoDir, 0o755))
+	require.NoError(t, os.Chmod(l.PodInfoDir, 0o755))
 	_, err := proc.WaitLog(podInfoLoaded, logWait)
 	require.NoError(t, err, "the annotations were never read after the dir became readable")
 }
@@ -52,7 +52,7 @@ func TestWatcher_PodInfoDirUnreadableAtStart_RecoversWhenMadeReadable(t *testing
 // Case 8: an in-place chmod that makes a mode-000 file readable is noticed.
 func TestWatcher_AnnotationsFileChmoddedReadable_Reread(t *testing.T) {
 	l := newLayout(t)
-	path := plainPodInfo(t, l.podInfoDir, 0o000)
+	path := plainPodInfo(t, l.PodInfoDir, 0o000)
 	proc := startAsPodUser(t, l)
 
 	require.NoError(t, os.Chmod(path, 0o644))

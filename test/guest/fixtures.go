@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	kvv1 "kubevirt.io/api/core/v1"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/ovn"
 )
 
 // Names shared by the fixtures.
@@ -122,29 +124,10 @@ func libvirtMadeUpMAC() net.HardwareAddr {
 	return mac
 }
 
-// podNetwork is one k8s.ovn.org/pod-networks value, as OVN-Kubernetes writes it
-// (go-controller/pkg/util/pod_annotation.go podAnnotation; ip_addresses has no omitempty).
-type podNetwork struct {
-	IPAddresses []string   `json:"ip_addresses"`
-	MACAddress  string     `json:"mac_address"`
-	GatewayIPs  []string   `json:"gateway_ips,omitempty"`
-	Routes      []podRoute `json:"routes,omitempty"`
-	IPAddress   string     `json:"ip_address,omitempty"`
-	GatewayIP   string     `json:"gateway_ip,omitempty"`
-	TunnelID    int        `json:"tunnel_id,omitempty"`
-	Role        string     `json:"role,omitempty"`
-	IPAMMode    string     `json:"ipam_mode,omitempty"`
-}
-
-type podRoute struct {
-	Dest    string `json:"dest"`
-	NextHop string `json:"nextHop"`
-}
-
 // attachment is what OVN-K and Multus report for one bound VMI interface.
 type attachment struct {
 	Iface vmiIface
-	Net   podNetwork
+	Net   ovn.PodNetwork
 	PCI   string // the VF's host PCI address (network-status and network-info device-info)
 	// StatusIPs is network-status "ips" (bare addresses, no prefix); StatusGateway its "gateway"
 	// (default routes only); StatusDefault its "default".
@@ -158,11 +141,11 @@ type attachment struct {
 
 // clusterDefault is the pod's cluster default network entry (eth0), infrastructure-locked when a
 // primary UDN exists, else primary.
-func clusterDefault(role, mac string) (podNetwork, nadv1.NetworkStatus) {
-	pn := podNetwork{
+func clusterDefault(role, mac string) (ovn.PodNetwork, nadv1.NetworkStatus) {
+	pn := ovn.PodNetwork{
 		IPAddresses: []string{"10.244.1.7/24", "fd00:10:244:1::7/64"},
 		MACAddress:  mac,
-		Routes: []podRoute{
+		Routes: []ovn.PodRoute{
 			{Dest: "10.244.0.0/16", NextHop: "10.244.1.1"},
 			{Dest: "100.64.0.0/16", NextHop: "10.244.1.1"},
 		},
@@ -193,7 +176,7 @@ const defaultPodIfaceMAC = "0a:58:0a:f4:01:07"
 // VM gets a new one).
 func podAnnotationsWithPodMAC(vmi *kvv1.VirtualMachineInstance, defaultRole, podMAC string, atts []attachment) (map[string]string, error) {
 	defPN, defStatus := clusterDefault(defaultRole, podMAC)
-	podNetworks := map[string]podNetwork{"default": defPN}
+	podNetworks := ovn.PodNetworks{"default": defPN}
 	statuses := []nadv1.NetworkStatus{defStatus}
 	type selection struct {
 		Name      string `json:"name"`
@@ -232,7 +215,7 @@ func podAnnotationsWithPodMAC(vmi *kvv1.VirtualMachineInstance, defaultRole, pod
 		"kubevirt.io/domain":                      vmi.Name,
 	}
 	for key, v := range map[string]any{
-		"k8s.ovn.org/pod-networks":   podNetworks,
+		ovn.PodNetworksAnnotation:    podNetworks,
 		nadv1.NetworkStatusAnnot:     statuses,
 		nadv1.NetworkAttachmentAnnot: selections,
 		"kubevirt.io/network-info":   networkInfo,

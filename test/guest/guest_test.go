@@ -332,21 +332,12 @@ func (e *guestEnv) preStartDomain(t *testing.T, st start, work string) (*cloudin
 	harness.LockHooksRoot(t)
 	// Unique across processes and starts; short, as a unix socket path has at most 107 bytes.
 	name := fmt.Sprintf("guest-%d-%s", os.Getpid(), uuidFor(string(st.vmi.UID))[:8])
-	socketDir := harness.SidecarDir(t, name)
-
-	podInfoDir := filepath.Join(work, "podinfo")
-	require.NoError(t, harness.NewPodInfo(t, podInfoDir).Write(st.labels, st.annotations))
-
-	p := harness.Start(t, e.sidecar,
-		"--socket-dir", socketDir,
-		"--socket-name", name+".sock",
-		"--binding-name", bindingName,
-		"--pod-info-dir", podInfoDir,
-		// With pod-info the device-info volume is not mounted (the CR field takes one value).
-		"--device-info-file", filepath.Join(work, "device-info", "network-info"),
-		"--iface-cache-dir", filepath.Join(work, "ifacecache"),
-		"--wait-timeout", "20s",
-	)
+	pod, err := harness.NewPod(harness.SidecarDir(t, name), work)
+	require.NoError(t, err)
+	pod.SocketName, pod.CacheDir = name+".sock", filepath.Join(work, "ifacecache")
+	require.NoError(t, pod.WritePodInfo(st.labels, st.annotations))
+	// With pod-info the device-info volume is not mounted (the CR field takes one value): never written.
+	p := pod.Start(t, e.sidecar, "--binding-name", bindingName, "--wait-timeout", "20s")
 	require.NoError(t, hooks.GetManager().Collect(1, collectTimeout), "collect the sidecar socket")
 	data, err := launcherPreStart(st.vmi, e.secretsDir)
 	require.NoErrorf(t, err, "sidecar logs:\n%s", p.Logs())

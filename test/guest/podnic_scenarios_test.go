@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/ovn"
 )
 
 // The scenarios of a VM as people write it: the pod NIC (masquerade or bridge) has no macAddress and
@@ -19,7 +21,7 @@ var (
 	secondaryOnLink = func(v4, v6 string) attachment {
 		a := secondaryL2
 		a.Net.IPAddresses = []string{v4 + "/24", v6 + "/64"}
-		a.Net.Routes = []podRoute{{Dest: "192.168.77.0/24", NextHop: ""}}
+		a.Net.Routes = []ovn.PodRoute{{Dest: "192.168.77.0/24", NextHop: ""}}
 		a.StatusIPs = []string{v4, v6}
 		return a
 	}

@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	kvv1 "kubevirt.io/api/core/v1"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/ovn"
 )
 
 // scenario is one VM started once or more on one disk; include, when set, is served to the guest at
@@ -81,7 +83,7 @@ var (
 	secondaryL2 = attachment{
 		Iface: secondary,
 		// OVN-K layer2 secondary: addresses, a tunnel id, no gateway, no routes.
-		Net:       podNetwork{IPAddresses: []string{"10.200.0.5/24", "fd10:200::5/64"}, MACAddress: secondaryMAC, TunnelID: 7, Role: "secondary"},
+		Net:       ovn.PodNetwork{IPAddresses: []string{"10.200.0.5/24", "fd10:200::5/64"}, MACAddress: secondaryMAC, TunnelID: 7, Role: "secondary"},
 		PCI:       "0000:65:00.2",
 		StatusIPs: []string{"10.200.0.5", "fd10:200::5"},
 	}
@@ -89,10 +91,10 @@ var (
 		Iface: primary,
 		// OVN-K layer2 primary, dual-stack: gateways, and routes to the service CIDRs and the UDN
 		// join subnet (go-controller pkg/allocator/pod/pod_annotation.go AddRoutesGatewayIP).
-		Net: podNetwork{
+		Net: ovn.PodNetwork{
 			IPAddresses: []string{"10.100.0.5/16", "fd10:100::5/64"}, MACAddress: primaryMAC,
 			GatewayIPs: []string{"10.100.0.1", "fd10:100::1"},
-			Routes: []podRoute{
+			Routes: []ovn.PodRoute{
 				{Dest: "10.96.0.0/16", NextHop: "10.100.0.1"}, {Dest: "100.65.0.0/16", NextHop: "10.100.0.1"},
 				{Dest: "fd00:10:96::/112", NextHop: "fd10:100::1"}, {Dest: "fd99::/64", NextHop: "fd10:100::1"},
 			},
@@ -106,7 +108,7 @@ var (
 	dhcpLocalnet = attachment{
 		Iface: dhcpIface,
 		// OKEP-6224's proposed ipam_mode "dhcp": no addresses from OVN-K, the guest asks DHCP.
-		Net: podNetwork{MACAddress: dhcpMAC, Role: "secondary", IPAMMode: "dhcp"},
+		Net: ovn.PodNetwork{MACAddress: dhcpMAC, Role: "secondary", IPAMMode: "dhcp"},
 		PCI: "0000:65:00.4",
 	}
 	// A localnet UDN in DHCP mode once ovnkube-node reported the lease it discovered at CNI ADD (OKEP-6224,
@@ -115,10 +117,10 @@ var (
 	// DHCPv4 (the server's answer, not the reported lease, configures IPv4) and hold the IPv6 statically.
 	dhcpUDNLease = attachment{
 		Iface: dhcpUDN,
-		Net: podNetwork{
+		Net: ovn.PodNetwork{
 			IPAddresses: []string{"10.1.192.213/24", "fd20:0:0:1::15/64"}, MACAddress: dhcpUDNMAC,
 			GatewayIPs: []string{"10.1.192.1"},
-			Routes:     []podRoute{{Dest: "fd98::/64", NextHop: "fd20:0:0:1::1"}},
+			Routes:     []ovn.PodRoute{{Dest: "fd98::/64", NextHop: "fd20:0:0:1::1"}},
 			Role:       "secondary", IPAMMode: "dhcp",
 		},
 		PCI:       "0000:65:00.6",

@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 	"kubevirt.io/kubevirt/pkg/network/namescheme"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/ovn"
 )
 
 func TestImageSpecKey_ChangesWithContentNotPackageOrder(t *testing.T) {
@@ -63,10 +65,10 @@ func TestPodAnnotations_AreWhatOVNKAndMultusWrite(t *testing.T) {
 	ann, err := podAnnotations(vmi, "primary", []attachment{secondaryL2})
 	require.NoError(t, err)
 
-	var podNetworks map[string]map[string]any
-	require.NoError(t, json.Unmarshal([]byte(ann["k8s.ovn.org/pod-networks"]), &podNetworks))
-	assert.Equal(t, []any{"10.200.0.5/24", "fd10:200::5/64"}, podNetworks[secondaryNAD]["ip_addresses"])
-	assert.Equal(t, "primary", podNetworks["default"]["role"])
+	podNetworks, err := ovn.Decode(ann[ovn.PodNetworksAnnotation])
+	require.NoError(t, err)
+	assert.Equal(t, []string{"10.200.0.5/24", "fd10:200::5/64"}, podNetworks[secondaryNAD].IPAddresses)
+	assert.Equal(t, "primary", podNetworks["default"].Role)
 
 	var statuses []map[string]any
 	require.NoError(t, json.Unmarshal([]byte(ann["k8s.v1.cni.cncf.io/network-status"]), &statuses))

@@ -13,6 +13,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/protoadapt"
 	hooksv1alpha3 "kubevirt.io/kubevirt/pkg/hooks/v1alpha3"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/h2peer"
 )
 
 // The methods the attacks call: KubeVirt's hook protos (pkg/hooks/v1alpha3/api_v1alpha3.proto).
@@ -29,8 +31,7 @@ const MaxRequestBytes = 24<<20 + 3<<20 + 64<<10
 // Hold is how long an attack that holds something (connections, streams, a window) keeps it before it lets go.
 const Hold = 2 * time.Second
 
-// frameMax is HTTP/2's default SETTINGS_MAX_FRAME_SIZE, which grpc-go's server keeps.
-const frameMax = 16 << 10
+const frameMax = h2peer.FrameMax
 
 // Attack is one category of hostile peer. Run attacks the sidecar's socket, bounded in bytes and in time
 // (ctx), and returns what the server did; it returns once it let go of everything it opened.
@@ -75,7 +76,7 @@ func hold(ctx context.Context) {
 }
 
 // verdict says what the server did to p by now (closed it, and how; or kept it).
-func verdict(p *Peer) string {
+func verdict(p *h2peer.Peer) string {
 	if closed, how := p.Closed(); closed {
 		return "closed the connection: " + how
 	}
@@ -87,8 +88,8 @@ func verdict(p *Peer) string {
 
 // ended returns err unless it only says that the server closed the connection under the attack, in which
 // case it waits for the reader to see that close and says how it came.
-func ended(p *Peer, err error) (string, error) {
-	if err != nil && !isClosedErr(err) {
+func ended(p *h2peer.Peer, err error) (string, error) {
+	if err != nil && !h2peer.IsClosedErr(err) {
 		return "", err
 	}
 	if err != nil {
@@ -98,7 +99,7 @@ func ended(p *Peer, err error) (string, error) {
 }
 
 func rapidReset(ctx context.Context, socket string) (string, error) {
-	p, err := Dial(ctx, socket, PeerOptions{})
+	p, err := h2peer.Dial(ctx, socket, h2peer.Options{})
 	if err != nil {
 		return "", err
 	}
@@ -122,13 +123,13 @@ func rapidReset(ctx context.Context, socket string) (string, error) {
 // empty CONTINUATION frames.
 func continuationFlood(withData bool) func(context.Context, string) (string, error) {
 	return func(ctx context.Context, socket string) (string, error) {
-		p, err := Dial(ctx, socket, PeerOptions{})
+		p, err := h2peer.Dial(ctx, socket, h2peer.Options{})
 		if err != nil {
 			return "", err
 		}
 		defer p.Close()
 		err = p.Frame(func(fr *http2.Framer) error {
-			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: p.headerBlock(methodPre)})
+			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: p.HeaderBlock(methodPre)})
 		})
 		if err != nil {
 			return ended(p, err)
@@ -194,13 +195,13 @@ func writeBlock(fr *http2.Framer, id uint32, block []byte, endStream bool) error
 }
 
 func hpackBomb(ctx context.Context, socket string) (string, error) {
-	p, err := Dial(ctx, socket, PeerOptions{})
+	p, err := h2peer.Dial(ctx, socket, h2peer.Options{})
 	if err != nil {
 		return "", err
 	}
 	defer p.Close()
 	for s := range 10 {
-		block := p.headerBlock(methodPre)
+		block := p.HeaderBlock(methodPre)
 		// Literal with incremental indexing, new name: "x-b" = 4,000 bytes, entering the dynamic table
 		// (4,035 of its 4,096 bytes) at index 62; then 100,000 indexed references to it (one byte each),
 		// 400 MB once decoded.
@@ -224,13 +225,13 @@ func hpackBomb(ctx context.Context, socket string) (string, error) {
 }
 
 func hugeHeaderList(ctx context.Context, socket string) (string, error) {
-	p, err := Dial(ctx, socket, PeerOptions{})
+	p, err := h2peer.Dial(ctx, socket, h2peer.Options{})
 	if err != nil {
 		return "", err
 	}
 	defer p.Close()
 	var b bytes.Buffer
-	b.Write(p.headerBlock(methodPre))
+	b.Write(p.HeaderBlock(methodPre))
 	b.WriteByte(0x10) // literal never indexed, new name
 	b.WriteByte(5)
 	b.WriteString("x-big")
@@ -244,7 +245,7 @@ func hugeHeaderList(ctx context.Context, socket string) (string, error) {
 }
 
 func settingsFlood(ctx context.Context, socket string) (string, error) {
-	p, err := Dial(ctx, socket, PeerOptions{})
+	p, err := h2peer.Dial(ctx, socket, h2peer.Options{})
 	if err != nil {
 		return "", err
 	}
@@ -263,7 +264,7 @@ func settingsFlood(ctx context.Context, socket string) (string, error) {
 }
 
 func pingFlood(ctx context.Context, socket string) (string, error) {
-	p, err := Dial(ctx, socket, PeerOptions{})
+	p, err := h2peer.Dial(ctx, socket, h2peer.Options{})
 	if err != nil {
 		return "", err
 	}
@@ -289,7 +290,7 @@ func message(m protoadapt.MessageV1) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("marshal %T: %w", m, err)
 	}
-	return append(Prefix(uint32(len(b))), b...), nil
+	return append(h2peer.Prefix(uint32(len(b))), b...), nil
 }
 
 // zeroWindow opens connections that announce a window of 0 for every stream and, one call at a time (so
@@ -306,7 +307,7 @@ func zeroWindow(ctx context.Context, socket string) (string, error) {
 		return "", err
 	}
 	const conns, calls = 4, 3
-	var peers []*Peer
+	var peers []*h2peer.Peer
 	defer func() {
 		for _, p := range peers {
 			p.Close()
@@ -316,7 +317,7 @@ func zeroWindow(ctx context.Context, socket string) (string, error) {
 	deadline := time.Now().Add(3 * Hold)
 	for range conns {
 		dctx, cancel := context.WithTimeout(ctx, Hold)
-		p, err := Dial(dctx, socket, PeerOptions{Settings: []http2.Setting{{ID: http2.SettingInitialWindowSize, Val: 0}}})
+		p, err := h2peer.Dial(dctx, socket, h2peer.Options{Settings: []http2.Setting{{ID: http2.SettingInitialWindowSize, Val: 0}}})
 		cancel()
 		if err != nil {
 			continue // past the server's connection cap: the dial waits in the backlog
@@ -345,15 +346,15 @@ func zeroWindow(ctx context.Context, socket string) (string, error) {
 }
 
 // onConnections opens n connections and runs each through attack at once; it holds them, then closes them.
-func onConnections(ctx context.Context, socket string, n int, o PeerOptions, attack func(*Peer) error) (string, error) {
-	peers := make([]*Peer, 0, n)
+func onConnections(ctx context.Context, socket string, n int, o h2peer.Options, attack func(*h2peer.Peer) error) (string, error) {
+	peers := make([]*h2peer.Peer, 0, n)
 	defer func() {
 		for _, p := range peers {
 			p.Close()
 		}
 	}()
 	for range n {
-		p, err := Dial(ctx, socket, o)
+		p, err := h2peer.Dial(ctx, socket, o)
 		if err != nil {
 			return "", err
 		}
@@ -365,7 +366,7 @@ func onConnections(ctx context.Context, socket string, n int, o PeerOptions, att
 	errs := make(chan error, n)
 	for _, p := range peers {
 		wg.Go(func() {
-			if err := attack(p); err != nil && !isClosedErr(err) {
+			if err := attack(p); err != nil && !h2peer.IsClosedErr(err) {
 				errs <- err
 			}
 		})
@@ -376,7 +377,7 @@ func onConnections(ctx context.Context, socket string, n int, o PeerOptions, att
 		if c, _ := p.Closed(); c {
 			closed++
 		}
-		_ = p.conn.Close()
+		p.Hangup()
 	}
 	wg.Wait()
 	close(errs)
@@ -395,7 +396,7 @@ func collect(errs <-chan error) []error {
 }
 
 func manyStreams(ctx context.Context, socket string) (string, error) {
-	p, err := Dial(ctx, socket, PeerOptions{})
+	p, err := h2peer.Dial(ctx, socket, h2peer.Options{})
 	if err != nil {
 		return "", err
 	}
@@ -414,14 +415,14 @@ func manyStreams(ctx context.Context, socket string) (string, error) {
 
 func idleConnections(n int, silent bool) func(context.Context, string) (string, error) {
 	return func(ctx context.Context, socket string) (string, error) {
-		return onConnections(ctx, socket, n, PeerOptions{NoPreface: silent}, func(*Peer) error { return nil })
+		return onConnections(ctx, socket, n, h2peer.Options{NoPreface: silent}, func(*h2peer.Peer) error { return nil })
 	}
 }
 
 // neverCompleted sends, on 50 connections of 4 streams, 2 MiB of messages announced as 4 MiB, and never the rest.
 func neverCompleted(ctx context.Context, socket string) (string, error) {
-	part := append(Prefix(4<<20), make([]byte, 2<<20)...)
-	return onConnections(ctx, socket, 50, PeerOptions{}, func(p *Peer) error {
+	part := append(h2peer.Prefix(4<<20), make([]byte, 2<<20)...)
+	return onConnections(ctx, socket, 50, h2peer.Options{}, func(p *h2peer.Peer) error {
 		for s := range 4 {
 			id := uint32(2*s + 1)
 			if err := p.Call(id, methodPre); err != nil {
@@ -446,7 +447,7 @@ type oneMessage struct {
 }
 
 func (a oneMessage) run(ctx context.Context, socket string) (string, error) {
-	p, err := Dial(ctx, socket, PeerOptions{})
+	p, err := h2peer.Dial(ctx, socket, h2peer.Options{})
 	if err != nil {
 		return "", err
 	}
@@ -466,17 +467,17 @@ func (a oneMessage) run(ctx context.Context, socket string) (string, error) {
 }
 
 // oversizedFrame: one DATA frame of 32 KiB, twice what the server's SETTINGS allow.
-var oversizedFrame = oneMessage{msg: append(Prefix(32<<10-5), make([]byte, 32<<10-5)...), end: true, frame: 32 << 10, untilClosed: true}.run
+var oversizedFrame = oneMessage{msg: append(h2peer.Prefix(32<<10-5), make([]byte, 32<<10-5)...), end: true, frame: 32 << 10, untilClosed: true}.run
 
 // pastThePrefix: a message announced as 10 bytes, followed by 1 MiB.
-var pastThePrefix = oneMessage{msg: append(Prefix(10), make([]byte, 1<<20)...), end: true, frame: frameMax}.run
+var pastThePrefix = oneMessage{msg: append(h2peer.Prefix(10), make([]byte, 1<<20)...), end: true, frame: frameMax}.run
 
 // ignoreFlowControl: 8 MiB announced and sent at once, past the 1 MiB window the server gave, without waiting
 // for its updates.
-var ignoreFlowControl = oneMessage{msg: append(Prefix(8<<20), make([]byte, 8<<20)...), frame: frameMax}.run
+var ignoreFlowControl = oneMessage{msg: append(h2peer.Prefix(8<<20), make([]byte, 8<<20)...), frame: frameMax}.run
 
 // hugePrefix: a message announced as 4 GiB.
-var hugePrefix = oneMessage{msg: append(Prefix(0xFFFFFFFF), make([]byte, 64<<10)...), frame: frameMax}.run
+var hugePrefix = oneMessage{msg: append(h2peer.Prefix(0xFFFFFFFF), make([]byte, 64<<10)...), frame: frameMax}.run
 
 // nearLimitHeld: a message announced just under the receive limit, sent but for its last MiB, and held.
-var nearLimitHeld = oneMessage{msg: append(Prefix(MaxRequestBytes-16), make([]byte, MaxRequestBytes-1<<20)...), frame: frameMax}.run
+var nearLimitHeld = oneMessage{msg: append(h2peer.Prefix(MaxRequestBytes-16), make([]byte, MaxRequestBytes-1<<20)...), frame: frameMax}.run

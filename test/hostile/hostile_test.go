@@ -4,7 +4,6 @@ import (
 	"encoding/xml"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -64,21 +63,13 @@ func TestHostilePeer_StaysUpUnderTheLimit_ThenServesTheHookManager(t *testing.T)
 // one bound interface (bench fixtures).
 func startReadySidecar(t *testing.T, suffix string) (*harness.Process, string) {
 	t.Helper()
-	dir := harness.SidecarDir(t, suffix)
-	data := t.TempDir()
-	podInfoDir, deviceInfoDir := filepath.Join(data, "downwardapi", "podinfo"), filepath.Join(data, "podinfo")
+	p := harness.TestPod(t, suffix)
 	ifaces := bench.Ifaces(1, bench.BaseNAD)
 	ann, err := bench.Annotations(ifaces, 0)
 	require.NoError(t, err)
-	require.NoError(t, harness.NewPodInfo(t, podInfoDir).Write(map[string]string{"app": "hostile"}, ann))
+	require.NoError(t, p.WritePodInfo(map[string]string{"app": "hostile"}, ann))
 	netInfo, err := bench.NetworkInfoJSON(ifaces)
 	require.NoError(t, err)
-	require.NoError(t, harness.NewDeviceInfo(t, deviceInfoDir).Write(netInfo))
-	proc := harness.Start(t, sidecarBin,
-		"--socket-dir", dir,
-		"--device-info-file", filepath.Join(deviceInfoDir, "network-info"),
-		"--pod-info-dir", podInfoDir,
-		"--iface-cache-dir", filepath.Join(dir, "ifacecache"),
-	)
-	return proc, filepath.Join(dir, "sriov-udn-binding.sock")
+	require.NoError(t, p.WriteDeviceInfo(netInfo))
+	return p.Start(t, sidecarBin), p.Socket()
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/kubevirtjson"
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/ovn"
 )
 
 // dhcpAnnotations is the launcher pod's pod-networks (and network-status, which Multus writes from the CNI
@@ -23,14 +24,13 @@ import (
 // #6666 pkg/util/pod_annotation.go: a DHCP entry's IPs may be overwritten).
 func dhcpAnnotations(t *testing.T, lease string) map[string]string {
 	t.Helper()
-	entry := map[string]any{"mac_address": vfMAC, "role": "secondary", "ipam_mode": "dhcp"}
+	entry := ovn.PodNetwork{MACAddress: vfMAC, Role: "secondary", IPAMMode: "dhcp"}
 	status := []map[string]any{{"name": "ovn-kubernetes", "interface": "eth0", "ips": []string{"10.244.1.12"}, "default": true}}
 	if lease != "" {
-		entry["ip_addresses"] = []string{lease + "/24"}
-		entry["gateway_ips"] = []string{"10.1.192.1"}
+		entry.IPAddresses, entry.GatewayIPs = []string{lease + "/24"}, []string{"10.1.192.1"}
 		status = append(status, map[string]any{"name": "ns1/udn", "interface": namescheme.GenerateHashedInterfaceName("net1"), "ips": []string{lease}, "mac": vfMAC})
 	}
-	podNetworks, err := json.Marshal(map[string]any{"ns1/udn": entry})
+	podNetworks, err := json.Marshal(ovn.PodNetworks{"ns1/udn": entry})
 	require.NoError(t, err)
 	networkStatus, err := json.Marshal(status)
 	require.NoError(t, err)

@@ -16,66 +16,28 @@ import (
 	cloudinit "kubevirt.io/kubevirt/pkg/cloud-init"
 	"kubevirt.io/kubevirt/pkg/hooks"
 	kvcache "kubevirt.io/kubevirt/pkg/network/cache"
-	kfs "kubevirt.io/kubevirt/pkg/os/fs"
 	"kubevirt.io/kubevirt/pkg/virt-launcher/virtwrap/api"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/harness"
 )
 
-// podLayout is one sidecar with its DownwardAPI volumes, written by kubelet's AtomicWriter.
+// podLayout is one sidecar on its pod.
 type podLayout struct {
-	proc       *harness.Process
-	podInfo    *harness.PodInfo
-	deviceInfo *harness.DeviceInfo
-	cacheDir   string
+	*harness.Pod
+	proc *harness.Process
 }
 
 func startBoundSidecar(t *testing.T, suffix string, extra ...string) *podLayout {
 	t.Helper()
-	dir := harness.SidecarDir(t, suffix)
-	data := t.TempDir()
-	podInfoDir := filepath.Join(data, "downwardapi", "podinfo")
-	deviceInfoDir := filepath.Join(data, "podinfo")
-	l := &podLayout{
-		podInfo:    harness.NewPodInfo(t, podInfoDir),
-		deviceInfo: harness.NewDeviceInfo(t, deviceInfoDir),
-		cacheDir:   filepath.Join(dir, "ifacecache"),
-	}
+	l := &podLayout{Pod: harness.TestPod(t, suffix)}
 	// virt-controller writes kubevirt.io/network-info only once every container is Ready, so the
 	// device-info file starts empty (pkg/virt-controller/watch/vmi/lifecycle.go).
-	require.NoError(t, l.deviceInfo.Write(""))
-	args := append([]string{
-		"--socket-dir", dir,
-		"--device-info-file", filepath.Join(deviceInfoDir, "network-info"),
-		"--pod-info-dir", podInfoDir,
-		"--iface-cache-dir", l.cacheDir,
-		"--log-level", "debug",
-	}, extra...)
-	l.proc = harness.Start(t, sidecarBin, args...)
+	require.NoError(t, l.WriteDeviceInfo(""))
+	l.proc = l.Start(t, sidecarBin, append([]string{"--log-level", "debug"}, extra...)...)
 	return l
 }
 
 func fmtAny(v any) string { return fmt.Sprint(v) }
-
-func withoutKeys(m map[string]string, drop ...string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	for _, k := range drop {
-		delete(out, k)
-	}
-	return out
-}
-
-func sampleNoCloud() *cloudinit.CloudInitData {
-	return &cloudinit.CloudInitData{
-		DataSource:      cloudinit.DataSourceNoCloud,
-		NoCloudMetaData: &cloudinit.NoCloudMetadata{InstanceID: "vm-sriov.tenant-a", LocalHostname: "vm-sriov"},
-		UserData:        "#cloud-config\nuser: fedora\n",
-		VolumeName:      "cloudinitdisk",
-	}
-}
 
 func TestPreCloudInitIso_WaitsForNetworkStatus_ReturnsWithinMillisecondsOfSwap(t *testing.T) {
 	harness.RequireRoot(t)
@@ -83,7 +45,7 @@ func TestPreCloudInitIso_WaitsForNetworkStatus_ReturnsWithinMillisecondsOfSwap(t
 	pod, vmi := harness.LoadSamples(t)
 	l := startBoundSidecar(t, "itest-late")
 	// The pod starts with only the annotations KubeVirt/OVN-K set before Multus reports status.
-	require.NoError(t, l.podInfo.Write(pod.Metadata.Labels, withoutKeys(pod.Metadata.Annotations,
+	require.NoError(t, l.WritePodInfo(pod.Metadata.Labels, harness.Without(pod.Metadata.Annotations,
 		"k8s.v1.cni.cncf.io/network-status", "kubevirt.io/network-info", "k8s.ovn.org/pod-networks")))
 
 	mgr := hooks.GetManager()
@@ -96,7 +58,7 @@ func TestPreCloudInitIso_WaitsForNetworkStatus_ReturnsWithinMillisecondsOfSwap(t
 	}
 	done := make(chan result, 1)
 	go func() {
-		out, err := mgr.PreCloudInitIso(vmi, sampleNoCloud())
+		out, err := mgr.PreCloudInitIso(vmi, harness.SampleNoCloud())
 		done <- result{out, err, time.Now()}
 	}()
 	waiting, err := l.proc.WaitLog(func(m map[string]any) bool { return m["msg"] == "waiting for data" }, 10*time.Second)
@@ -105,7 +67,7 @@ func TestPreCloudInitIso_WaitsForNetworkStatus_ReturnsWithinMillisecondsOfSwap(t
 	assert.Contains(t, fmtAny(waiting["missing"]), "tenant-a/l2-secondary")
 
 	time.Sleep(2 * time.Second) // the scenario: Multus status lands 2 s after the hook was called
-	require.NoError(t, l.podInfo.Write(pod.Metadata.Labels, pod.Metadata.Annotations))
+	require.NoError(t, l.WritePodInfo(pod.Metadata.Labels, pod.Metadata.Annotations))
 	swapped := time.Now()
 
 	var res result
@@ -138,11 +100,11 @@ func TestPreCloudInitIso_DataNeverArrives_ErrorNamesEveryMissingItem(t *testing.
 	harness.LockHooksRoot(t)
 	pod, vmi := harness.LoadSamples(t)
 	l := startBoundSidecar(t, "itest-timeout", "--wait-timeout", "1s")
-	require.NoError(t, l.podInfo.Write(pod.Metadata.Labels, withoutKeys(pod.Metadata.Annotations,
+	require.NoError(t, l.WritePodInfo(pod.Metadata.Labels, harness.Without(pod.Metadata.Annotations,
 		"k8s.v1.cni.cncf.io/network-status", "k8s.ovn.org/pod-networks", "kubevirt.io/network-info")))
 	mgr := hooks.GetManager()
 	require.NoError(t, mgr.Collect(1, 10*time.Second))
-	_, err := mgr.PreCloudInitIso(vmi, sampleNoCloud())
+	_, err := mgr.PreCloudInitIso(vmi, harness.SampleNoCloud())
 	require.Error(t, err)
 	for _, want := range []string{"sriov-l2", "sriov-localnet", "k8s.v1.cni.cncf.io/network-status", "tenant-a/l2-secondary", "tenant-a/localnet-dhcp"} {
 		assert.Contains(t, err.Error(), want)
@@ -154,7 +116,7 @@ func TestOnDefineDomain_WaitsForDeviceInfo_AddsOneHostdevPerVFIdempotently(t *te
 	harness.LockHooksRoot(t)
 	pod, vmi := harness.LoadSamples(t)
 	l := startBoundSidecar(t, "itest-domain")
-	require.NoError(t, l.podInfo.Write(pod.Metadata.Labels, withoutKeys(pod.Metadata.Annotations, "kubevirt.io/network-info")))
+	require.NoError(t, l.WritePodInfo(pod.Metadata.Labels, harness.Without(pod.Metadata.Annotations, "kubevirt.io/network-info")))
 	mgr := hooks.GetManager()
 	require.NoError(t, mgr.Collect(1, 10*time.Second))
 
@@ -207,7 +169,7 @@ func TestOnDefineDomain_WaitsForDeviceInfo_AddsOneHostdevPerVFIdempotently(t *te
 	// written off the hook's path, so wait for the sidecar to say it was.
 	_, err = l.proc.WaitLog(func(m map[string]any) bool { return m["msg"] == "interface cache updated" }, 10*time.Second)
 	require.NoError(t, err)
-	entry, err := os.ReadFile(filepath.Join(l.cacheDir, string(vmi.UID), "sriov-l2"))
+	entry, err := os.ReadFile(filepath.Join(l.CacheDir, string(vmi.UID), "sriov-l2"))
 	require.NoError(t, err)
 	var cached struct {
 		PodIP  string   `json:"podIP"`
@@ -223,12 +185,12 @@ func TestSidecar_SIGTERMWhileHookWaits_CallFailsAndProcessExitsCleanly(t *testin
 	harness.LockHooksRoot(t)
 	pod, vmi := harness.LoadSamples(t)
 	l := startBoundSidecar(t, "itest-term-wait")
-	require.NoError(t, l.podInfo.Write(pod.Metadata.Labels, withoutKeys(pod.Metadata.Annotations, "k8s.v1.cni.cncf.io/network-status", "k8s.ovn.org/pod-networks")))
+	require.NoError(t, l.WritePodInfo(pod.Metadata.Labels, harness.Without(pod.Metadata.Annotations, "k8s.v1.cni.cncf.io/network-status", "k8s.ovn.org/pod-networks")))
 	mgr := hooks.GetManager()
 	require.NoError(t, mgr.Collect(1, 10*time.Second))
 	done := make(chan error, 1)
 	go func() {
-		_, err := mgr.PreCloudInitIso(vmi, sampleNoCloud())
+		_, err := mgr.PreCloudInitIso(vmi, harness.SampleNoCloud())
 		done <- err
 	}()
 	_, err := l.proc.WaitLog(func(m map[string]any) bool { return m["msg"] == "waiting for data" }, 10*time.Second)
@@ -241,32 +203,20 @@ func TestSidecar_SIGTERMWhileHookWaits_CallFailsAndProcessExitsCleanly(t *testin
 	require.Error(t, callErr, "the waiting call is cancelled, not answered with partial data")
 }
 
-// rootedCacheCreator roots KubeVirt's pod interface cache at dir, keeping its <vmi-uid>/<iface>
-// layout: what a virt-handler integration hands KubeVirt's reader to read our files.
-type rootedCacheCreator struct{ dir string }
-
-func (c rootedCacheCreator) New(path string) *kvcache.Cache {
-	rel, err := filepath.Rel("/var/run/kubevirt-private/network-info-cache", path)
-	if err != nil || strings.HasPrefix(rel, "..") {
-		rel = filepath.Join("not-pod-iface-cache", filepath.Clean("/"+path))
-	}
-	return kvcache.NewCustomCache(filepath.Join(c.dir, rel), kfs.New())
-}
-
 func TestInterfaceCache_FollowsIPChangeAfterStart_ReadByKubeVirtsReader(t *testing.T) {
 	harness.RequireRoot(t)
 	harness.LockHooksRoot(t)
 	pod, vmi := harness.LoadSamples(t)
 	l := startBoundSidecar(t, "itest-cache")
-	require.NoError(t, l.podInfo.Write(pod.Metadata.Labels, pod.Metadata.Annotations))
+	require.NoError(t, l.WritePodInfo(pod.Metadata.Labels, pod.Metadata.Annotations))
 	mgr := hooks.GetManager()
 	require.NoError(t, mgr.Collect(1, 10*time.Second))
-	_, err := mgr.PreCloudInitIso(vmi, sampleNoCloud())
+	_, err := mgr.PreCloudInitIso(vmi, harness.SampleNoCloud())
 	require.NoError(t, err)
 	_, err = l.proc.WaitLog(func(m map[string]any) bool { return m["msg"] == "interface cache updated" }, 10*time.Second)
 	require.NoError(t, err)
 
-	creator := rootedCacheCreator{l.cacheDir}
+	creator := harness.CacheReader{Dir: l.CacheDir}
 	got, err := kvcache.ReadPodInterfaceCache(creator, string(vmi.UID), "sriov-l2")
 	require.NoError(t, err)
 	assert.Equal(t, "192.168.50.7", got.PodIP)
@@ -275,10 +225,10 @@ func TestInterfaceCache_FollowsIPChangeAfterStart_ReadByKubeVirtsReader(t *testi
 	assert.Equal(t, "02:00:00:aa:01:01", got.Iface.MacAddress)
 
 	// OVN-K moves the address (e.g. a re-created IPAMClaim); kubelet projects the new annotation.
-	changed := withoutKeys(pod.Metadata.Annotations)
+	changed := harness.Without(pod.Metadata.Annotations)
 	changed["k8s.ovn.org/pod-networks"] = strings.ReplaceAll(changed["k8s.ovn.org/pod-networks"], "192.168.50.7/24", "192.168.50.9/24")
 	changed["k8s.v1.cni.cncf.io/network-status"] = strings.ReplaceAll(changed["k8s.v1.cni.cncf.io/network-status"], `"192.168.50.7"`, `"192.168.50.9"`)
-	require.NoError(t, l.podInfo.Write(pod.Metadata.Labels, changed))
+	require.NoError(t, l.WritePodInfo(pod.Metadata.Labels, changed))
 	_, err = l.proc.WaitLog(func(m map[string]any) bool { return m["msg"] == "interface cache updated" }, 10*time.Second)
 	require.NoError(t, err, "no hook call is needed: the watcher drives the rewrite")
 	got, err = kvcache.ReadPodInterfaceCache(creator, string(vmi.UID), "sriov-l2")

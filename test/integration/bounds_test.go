@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -25,13 +24,12 @@ func TestSidecar_LargestLegalInputs_PeakRSSUnderTheLimit(t *testing.T) {
 	ifaces := bench.Ifaces(bench.LargestNICs, bench.BaseNAD)
 	ann, err := bench.Annotations(ifaces, bench.LargestAnnotations)
 	require.NoError(t, err)
-	require.NoError(t, l.podInfo.Write(map[string]string{"app": "largest"}, ann))
+	require.NoError(t, l.WritePodInfo(map[string]string{"app": "largest"}, ann))
 	netInfo, err := bench.NetworkInfoJSON(ifaces)
 	require.NoError(t, err)
-	require.NoError(t, l.deviceInfo.Write(netInfo))
+	require.NoError(t, l.WriteDeviceInfo(netInfo))
 
-	socket := filepath.Join(filepath.Dir(l.cacheDir), "sriov-udn-binding.sock")
-	res, err := bench.MeasureLargest(socket, l.proc.Pid())
+	res, err := bench.MeasureLargest(l.Socket(), l.proc.Pid())
 	for _, in := range res.Inputs {
 		t.Logf("%-48s %8d bytes legal=%-5v accepted=%-5v %v peak %d KiB %.80s", in.Name, in.Bytes, in.Legal, in.Accepted, in.Duration, in.PeakAfterKiB, in.Error)
 	}

@@ -54,7 +54,7 @@ func TestMigration_StockKubeVirt_SourceWouldDetachOurVF_TargetHookRefusesFirst(t
 	harness.LockHooksRoot(t)
 	pod, vmi := harness.LoadSamples(t)
 	l := startBoundSidecar(t, "itest-migration")
-	require.NoError(t, l.podInfo.Write(pod.Metadata.Labels, pod.Metadata.Annotations))
+	require.NoError(t, l.WritePodInfo(pod.Metadata.Labels, pod.Metadata.Annotations))
 	mgr := hooks.GetManager()
 	require.NoError(t, mgr.Collect(1, 10*time.Second))
 	spec := &api.DomainSpec{Type: "kvm", Name: "tenant-a_vm-sriov", Devices: api.Devices{
@@ -104,7 +104,7 @@ func TestMigration_ReplugThroughSRIOVHotplugPath_BuildsTheHostdevOurOnDefineDoma
 	harness.LockHooksRoot(t)
 	pod, vmi := harness.LoadSamples(t)
 	l := startBoundSidecar(t, "itest-replug")
-	require.NoError(t, l.podInfo.Write(pod.Metadata.Labels, pod.Metadata.Annotations))
+	require.NoError(t, l.WritePodInfo(pod.Metadata.Labels, pod.Metadata.Annotations))
 	mgr := hooks.GetManager()
 	require.NoError(t, mgr.Collect(1, 10*time.Second))
 	spec := &api.DomainSpec{Type: "kvm", Name: "tenant-a_vm-sriov"}

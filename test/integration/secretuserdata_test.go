@@ -32,13 +32,13 @@ func TestPreCloudInitIso_SecretUserData1MiB_WorstEscapes_IntactAndUnderTheLimit(
 	for i, tc := range bench.SecretUserDataCases() {
 		t.Run(tc.Name, func(t *testing.T) {
 			l := startBoundSidecar(t, fmt.Sprintf("itest-secret%d", i))
-			require.NoError(t, l.podInfo.Write(pod.Metadata.Labels, pod.Metadata.Annotations))
+			require.NoError(t, l.WritePodInfo(pod.Metadata.Labels, pod.Metadata.Annotations))
 			mgr := hooks.GetManager()
 			require.NoError(t, mgr.Collect(1, 10*time.Second))
 			before, err := bench.ReadProcStats(l.proc.Pid())
 			require.NoError(t, err)
 
-			data := sampleNoCloud()
+			data := harness.SampleNoCloud()
 			data.UserData = tc.UserData
 			t0 := time.Now()
 			out, err := mgr.PreCloudInitIso(vmi, data)

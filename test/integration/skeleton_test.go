@@ -24,17 +24,9 @@ import (
 // startSidecar starts the built binary as hook-sidecar-<suffix> would run in a virt-launcher pod.
 func startSidecar(t *testing.T, suffix, socketName string, extra ...string) (*harness.Process, string) {
 	t.Helper()
-	dir := harness.SidecarDir(t, suffix)
-	data := t.TempDir()
-	args := append([]string{
-		"--socket-dir", dir,
-		"--socket-name", socketName,
-		"--device-info-file", filepath.Join(data, "podinfo", "network-info"),
-		"--pod-info-dir", filepath.Join(data, "downwardapi", "podinfo"),
-		"--iface-cache-dir", filepath.Join(dir, "ifacecache"),
-		"--wait-timeout", "5s",
-	}, extra...)
-	return harness.Start(t, sidecarBin, args...), filepath.Join(dir, socketName)
+	p := harness.TestPod(t, suffix)
+	p.SocketName = socketName
+	return p.Start(t, sidecarBin, append([]string{"--wait-timeout", "5s"}, extra...)...), p.Socket()
 }
 
 func plainVMI() *v1.VirtualMachineInstance {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/xml"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -69,15 +68,9 @@ func guestAddresses(t *testing.T, domainXML []byte) map[string]pciAddress {
 // where KubeVirt's Manager looks; the caller holds the hooks root lock.
 func startSampleSidecar(t *testing.T, pod harness.SamplePod) {
 	t.Helper()
-	hookDir := harness.SidecarDir(t, "libvirt-readback")
-	data := t.TempDir()
-	podInfo := harness.NewPodInfo(t, filepath.Join(data, "podinfo"))
-	require.NoError(t, podInfo.Write(pod.Metadata.Labels, pod.Metadata.Annotations))
-	harness.Start(t, sidecarBin,
-		"--socket-dir", hookDir,
-		"--device-info-file", filepath.Join(data, "device-info", "network-info"),
-		"--pod-info-dir", filepath.Join(data, "podinfo"),
-		"--iface-cache-dir", filepath.Join(hookDir, "ifacecache"))
+	p := harness.TestPod(t, "libvirt-readback")
+	require.NoError(t, p.WritePodInfo(pod.Metadata.Labels, pod.Metadata.Annotations))
+	p.Start(t, sidecarBin)
 }
 
 // TestOnDefineDomain_LibvirtReadBack_ChangesNothing_OurHostdevsKeepTheirAddresses is the call KubeVirt

@@ -9,12 +9,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/ovn"
 )
 
 // The annotations this plugin writes, and the label that asks for a malformed network-status.
 const (
 	NetworkStatusAnnotation = nadv1.NetworkStatusAnnot // Multus
-	PodNetworksAnnotation   = "k8s.ovn.org/pod-networks"
+	PodNetworksAnnotation   = ovn.PodNetworksAnnotation
 	MalformedLabel          = "cluster.sriov-udn.test/network-status"
 	MalformedLabelValue     = "malformed"
 )
@@ -58,25 +59,6 @@ type AnnotationInput struct {
 	PodNetwork     PodNetworkConfig
 	Default        *Result // the bridge plugin's result for eth0
 	Attachments    []Attachment
-}
-
-// podAnnotationJSON is OVN-K's podAnnotation, field for field and tag for tag
-// (ovn-org/ovn-kubernetes go-controller/pkg/util/pod_annotation.go, type podAnnotation): ip_addresses and
-// mac_address are always present (null when unset), ip_address/gateway_ip only on single-stack networks.
-type podAnnotationJSON struct {
-	IPs      []string       `json:"ip_addresses"`
-	MAC      string         `json:"mac_address"`
-	Gateways []string       `json:"gateway_ips,omitempty"`
-	Routes   []podRouteJSON `json:"routes,omitempty"`
-	IP       string         `json:"ip_address,omitempty"`
-	Gateway  string         `json:"gateway_ip,omitempty"`
-	TunnelID int            `json:"tunnel_id,omitempty"`
-	Role     string         `json:"role,omitempty"`
-}
-
-type podRouteJSON struct {
-	Dest    string `json:"dest"`
-	NextHop string `json:"nextHop"`
 }
 
 // BuildAnnotations returns the values of k8s.v1.cni.cncf.io/network-status and k8s.ovn.org/pod-networks
@@ -193,8 +175,8 @@ func convertDNS(d ResultDNS) nadv1.DNS {
 // when a UDN is primary (cluster subnet and join subnet routes only, no gateway). A secondary UDN gets the
 // gateways its selection's default-route asks for and the non-default routes its IPAM returned (none on a
 // layer2 topology). Networks of other NAD types are not OVN-K's and are not listed.
-func podNetworks(in AnnotationInput) (map[string]podAnnotationJSON, error) {
-	out := map[string]podAnnotationJSON{}
+func podNetworks(in AnnotationInput) (ovn.PodNetworks, error) {
+	out := ovn.PodNetworks{}
 	udnPrimary := false
 	requested := map[bool]bool{} // family (is4) -> some selection asks for the default route
 	for _, a := range in.Attachments {
@@ -209,10 +191,10 @@ func podNetworks(in AnnotationInput) (map[string]podAnnotationJSON, error) {
 	if udnPrimary {
 		defRole = roleInfraLocked
 	}
-	def := podAnnotationJSON{Role: defRole}
+	def := ovn.PodNetwork{Role: defRole}
 	for _, ifc := range in.Default.Interfaces {
 		if ifc.Sandbox != "" && ifc.Name == in.PodIfName {
-			def.MAC = ifc.Mac
+			def.MACAddress = ifc.Mac
 		}
 	}
 	clusterSubnets := []string{in.PodNetwork.SubnetV4, in.PodNetwork.SubnetV6}
@@ -221,7 +203,7 @@ func podNetworks(in AnnotationInput) (map[string]podAnnotationJSON, error) {
 		if err != nil {
 			return nil, fmt.Errorf("pod-network result address %s: %w", netval.Quote(ip.Address), err)
 		}
-		def.IPs = append(def.IPs, addr.String())
+		def.IPAddresses = append(def.IPAddresses, addr.String())
 		if ip.Gateway == "" {
 			continue
 		}
@@ -230,7 +212,7 @@ func podNetworks(in AnnotationInput) (map[string]podAnnotationJSON, error) {
 			return nil, fmt.Errorf("pod-network result gateway %s: %w", netval.Quote(ip.Gateway), err)
 		}
 		is4 := gw.Is4()
-		route := func(p string) { def.Routes = append(def.Routes, podRouteJSON{Dest: p, NextHop: gw.String()}) }
+		route := func(p string) { def.Routes = append(def.Routes, ovn.PodRoute{Dest: p, NextHop: gw.String()}) }
 		for _, s := range clusterSubnets {
 			if p, err := netip.ParsePrefix(s); err == nil && p.Addr().Is4() == is4 {
 				route(p.String())
@@ -244,7 +226,7 @@ func podNetworks(in AnnotationInput) (map[string]podAnnotationJSON, error) {
 			}
 			route(pick(is4, hairpinV4, hairpinV6).String())
 			if !requested[is4] {
-				def.Gateways = append(def.Gateways, gw.String())
+				def.GatewayIPs = append(def.GatewayIPs, gw.String())
 			}
 		}
 		route(pick(is4, joinSubnetV4, joinSubnetV6).String())
@@ -261,9 +243,9 @@ func podNetworks(in AnnotationInput) (map[string]podAnnotationJSON, error) {
 		if role == "" {
 			role = roleSecondary
 		}
-		pa := podAnnotationJSON{MAC: a.MAC, Role: role}
+		pa := ovn.PodNetwork{MACAddress: a.MAC, Role: role}
 		for _, gw := range a.Selection.GatewayRequest {
-			pa.Gateways = append(pa.Gateways, gw.String())
+			pa.GatewayIPs = append(pa.GatewayIPs, gw.String())
 		}
 		if a.Result != nil {
 			for _, ip := range a.Result.IPs {
@@ -271,7 +253,7 @@ func podNetworks(in AnnotationInput) (map[string]podAnnotationJSON, error) {
 				if err != nil {
 					return nil, fmt.Errorf("network %s result address %s: %w", key, netval.Quote(ip.Address), err)
 				}
-				pa.IPs = append(pa.IPs, p.String())
+				pa.IPAddresses = append(pa.IPAddresses, p.String())
 				if role == rolePrimary && ip.Gateway != "" {
 					gw, err := netval.ParseAddr(ip.Gateway)
 					if err != nil {
@@ -279,12 +261,12 @@ func podNetworks(in AnnotationInput) (map[string]podAnnotationJSON, error) {
 					}
 					for _, s := range in.PodNetwork.ServiceSubnets {
 						if sp, err := netip.ParsePrefix(s); err == nil && sp.Addr().Is4() == gw.Is4() {
-							pa.Routes = append(pa.Routes, podRouteJSON{Dest: sp.String(), NextHop: gw.String()})
+							pa.Routes = append(pa.Routes, ovn.PodRoute{Dest: sp.String(), NextHop: gw.String()})
 						}
 					}
-					pa.Routes = append(pa.Routes, podRouteJSON{Dest: pick(gw.Is4(), udnJoinSubnetV4, udnJoinSubnetV6).String(), NextHop: gw.String()})
+					pa.Routes = append(pa.Routes, ovn.PodRoute{Dest: pick(gw.Is4(), udnJoinSubnetV4, udnJoinSubnetV6).String(), NextHop: gw.String()})
 					if len(a.Selection.GatewayRequest) == 0 {
-						pa.Gateways = append(pa.Gateways, gw.String())
+						pa.GatewayIPs = append(pa.GatewayIPs, gw.String())
 					}
 				}
 			}
@@ -296,7 +278,7 @@ func podNetworks(in AnnotationInput) (map[string]podAnnotationJSON, error) {
 				if p.Bits() == 0 {
 					continue // OVN-K carries default routes as gateway_ips only
 				}
-				pa.Routes = append(pa.Routes, podRouteJSON{Dest: p.Masked().String(), NextHop: rt.GW})
+				pa.Routes = append(pa.Routes, ovn.PodRoute{Dest: p.Masked().String(), NextHop: rt.GW})
 			}
 		}
 		setLegacy(&pa)
@@ -306,11 +288,11 @@ func podNetworks(in AnnotationInput) (map[string]podAnnotationJSON, error) {
 }
 
 // setLegacy fills the deprecated single-stack fields as MarshalPodAnnotation does: only with one IP.
-func setLegacy(pa *podAnnotationJSON) {
-	if len(pa.IPs) == 1 {
-		pa.IP = pa.IPs[0]
-		if len(pa.Gateways) == 1 {
-			pa.Gateway = pa.Gateways[0]
+func setLegacy(pa *ovn.PodNetwork) {
+	if len(pa.IPAddresses) == 1 {
+		pa.IPAddress = pa.IPAddresses[0]
+		if len(pa.GatewayIPs) == 1 {
+			pa.GatewayIP = pa.GatewayIPs[0]
 		}
 	}
 }

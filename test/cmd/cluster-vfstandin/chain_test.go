@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -38,16 +36,15 @@ func buildStandIn(t *testing.T) string {
 	return bin
 }
 
-// podVolumes writes the samples' pod-info and device-info volumes with kubelet's AtomicWriter, as the pod's
-// DownwardAPI volumes hold them once Multus and virt-controller wrote their annotations.
-func podVolumes(t *testing.T) (podInfoDir, deviceInfoFile string) {
+// samplePod is our sidecar's pod (hook-sidecar-vfstandin-0) with the samples' pod-info and device-info volumes,
+// as the pod's DownwardAPI volumes hold them once Multus and virt-controller wrote their annotations.
+func samplePod(t *testing.T) *harness.Pod {
 	t.Helper()
 	pod, _ := harness.LoadSamples(t)
-	data := t.TempDir()
-	podInfoDir, deviceInfoDir := filepath.Join(data, "downwardapi", "podinfo"), filepath.Join(data, "podinfo")
-	require.NoError(t, harness.NewPodInfo(t, podInfoDir).Write(pod.Metadata.Labels, pod.Metadata.Annotations))
-	require.NoError(t, harness.NewDeviceInfo(t, deviceInfoDir).Write(pod.Metadata.Annotations[downwardapi.NetworkInfoAnnot]))
-	return podInfoDir, filepath.Join(deviceInfoDir, downwardapi.NetworkInfoVolumePath)
+	p := harness.TestPod(t, "vfstandin-0")
+	require.NoError(t, p.WritePodInfo(pod.Metadata.Labels, pod.Metadata.Annotations))
+	require.NoError(t, p.WriteDeviceInfo(pod.Metadata.Annotations[downwardapi.NetworkInfoAnnot]))
+	return p
 }
 
 // launcherDomain is the domain virt-launcher hands the first OnDefineDomain callback for the samples' VMI:
@@ -70,13 +67,10 @@ func TestHookManager_OursThenTheStandIn_HostdevsBecomeEmulatedNICs(t *testing.T)
 	harness.LockHooksRoot(t)
 	standIn := buildStandIn(t)
 	_, vmi := harness.LoadSamples(t)
-	podInfoDir, deviceInfoFile := podVolumes(t)
-
-	oursDir := harness.SidecarDir(t, "vfstandin-0")
-	harness.Start(t, sidecarBin, "--socket-dir", oursDir, "--device-info-file", deviceInfoFile, "--pod-info-dir", podInfoDir,
-		"--iface-cache-dir", filepath.Join(oursDir, "ifacecache"), "--wait-timeout", "5s")
+	ours := samplePod(t)
+	ours.Start(t, sidecarBin, "--wait-timeout", "5s")
 	standInDir := harness.SidecarDir(t, "vfstandin-1")
-	harness.Start(t, standIn, "--socket-dir", standInDir, "--device-info-file", deviceInfoFile, "--after-socket=")
+	harness.Start(t, standIn, "--socket-dir", standInDir, "--device-info-file", ours.DeviceInfoFile(), "--after-socket=")
 
 	mgr := hooks.GetManager()
 	require.NoError(t, mgr.Collect(2, 10*time.Second))
@@ -113,9 +107,8 @@ func TestHookManager_StandInAlone_RefusesNamingTheAbsentHostdev(t *testing.T) {
 	harness.LockHooksRoot(t)
 	standIn := buildStandIn(t)
 	_, vmi := harness.LoadSamples(t)
-	_, deviceInfoFile := podVolumes(t)
 	dir := harness.SidecarDir(t, "vfstandin-alone")
-	p := harness.Start(t, standIn, "--socket-dir", dir, "--device-info-file", deviceInfoFile, "--after-socket=")
+	p := harness.Start(t, standIn, "--socket-dir", dir, "--device-info-file", samplePod(t).DeviceInfoFile(), "--after-socket=")
 
 	mgr := hooks.GetManager()
 	require.NoError(t, mgr.Collect(1, 10*time.Second))
@@ -136,12 +129,12 @@ func TestHookManager_StandInStartedFirst_ListensAfterOurs_OrderHolds(t *testing.
 	harness.LockHooksRoot(t)
 	standIn := buildStandIn(t)
 	_, vmi := harness.LoadSamples(t)
-	podInfoDir, deviceInfoFile := podVolumes(t)
+	ours := samplePod(t)
 	// A socket name of this test's own: other packages' tests listen on the default one in this network namespace.
-	ours := fmt.Sprintf("ours-%d.sock", os.Getpid())
+	ours.SocketName = fmt.Sprintf("ours-%d.sock", os.Getpid())
 	standInDir := harness.SidecarDir(t, "vfstandin-1")
-	sp := exec.Command(standIn, "--socket-dir", standInDir, "--device-info-file", deviceInfoFile, "--after-socket", ours)
-	standInLog := &lockedBuffer{}
+	sp := exec.Command(standIn, "--socket-dir", standInDir, "--device-info-file", ours.DeviceInfoFile(), "--after-socket", ours.SocketName)
+	standInLog := &harness.LockedBuffer{}
 	sp.Stderr = standInLog
 	require.NoError(t, sp.Start())
 	t.Cleanup(func() { _ = sp.Process.Kill(); _ = sp.Wait() })
@@ -152,9 +145,7 @@ func TestHookManager_StandInStartedFirst_ListensAfterOurs_OrderHolds(t *testing.
 	mgr := hooks.GetManager()
 	collected := make(chan error, 1)
 	go func() { collected <- mgr.Collect(2, 30*time.Second) }()
-	oursDir := harness.SidecarDir(t, "vfstandin-0")
-	harness.Start(t, sidecarBin, "--socket-dir", oursDir, "--socket-name", ours, "--device-info-file", deviceInfoFile,
-		"--pod-info-dir", podInfoDir, "--iface-cache-dir", filepath.Join(oursDir, "ifacecache"), "--wait-timeout", "5s")
+	ours.Start(t, sidecarBin, "--wait-timeout", "5s")
 	require.NoError(t, <-collected, "stand-in's log:\n%s", standInLog)
 	out, err := mgr.OnDefineDomain(launcherDomain(), vmi)
 	require.NoError(t, err, "the Manager called the stand-in before ours; stand-in's log:\n%s", standInLog)
@@ -164,26 +155,8 @@ func TestHookManager_StandInStartedFirst_ListensAfterOurs_OrderHolds(t *testing.
 	assert.Contains(t, standInLog.String(), "the binding's sidecar listens")
 }
 
-// lockedBuffer is a bytes.Buffer that a process's output goroutine writes while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // waitContains polls b until it holds one of subs, or timeout.
-func waitContains(b *lockedBuffer, subs []string, timeout time.Duration) error {
+func waitContains(b *harness.LockedBuffer, subs []string, timeout time.Duration) error {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.After(timeout)

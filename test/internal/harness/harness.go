@@ -2,7 +2,6 @@ package harness
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,14 +10,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"k8s.io/kubernetes/pkg/fieldpath"
-	volumeutil "k8s.io/kubernetes/pkg/volume/util"
 	"kubevirt.io/kubevirt/pkg/hooks"
 )
 
@@ -140,8 +136,7 @@ func SidecarDir(t testing.TB, suffix string) string {
 // Process is a running sidecar.
 type Process struct {
 	cmd    *exec.Cmd
-	mu     sync.Mutex
-	logs   bytes.Buffer
+	logs   LockedBuffer
 	lines  chan map[string]any
 	exited chan struct{}
 	err    error
@@ -184,10 +179,7 @@ func (p *Process) readLogs(r io.Reader) {
 	sc.Buffer(make([]byte, 0, 64*1024), 4<<20)
 	for sc.Scan() {
 		line := sc.Bytes()
-		p.mu.Lock()
-		p.logs.Write(line)
-		p.logs.WriteByte('\n')
-		p.mu.Unlock()
+		_, _ = fmt.Fprintf(&p.logs, "%s\n", line) // one Write: a reader never sees half a line
 		var m map[string]any
 		if json.Unmarshal(line, &m) == nil {
 			select {
@@ -221,11 +213,7 @@ func (p *Process) WaitLog(match func(map[string]any) bool, timeout time.Duration
 }
 
 // Logs returns everything the sidecar wrote to stderr so far.
-func (p *Process) Logs() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.logs.String()
-}
+func (p *Process) Logs() string { return p.logs.String() }
 
 // Pid is the sidecar's process id (for /proc figures such as VmHWM).
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
@@ -241,50 +229,6 @@ func (p *Process) Wait(timeout time.Duration) (int, error) {
 	case <-time.After(timeout):
 		return -1, fmt.Errorf("sidecar still running after %s", timeout)
 	}
-}
-
-// PodInfo writes pod-info DownwardAPI volumes (labels, annotations) with kubelet's AtomicWriter
-// and fieldpath.FormatMap, exactly as kubelet projects metadata.labels / metadata.annotations.
-type PodInfo struct {
-	writer *volumeutil.AtomicWriter
-}
-
-// NewPodInfo prepares dir (created if needed) as a pod-info volume.
-func NewPodInfo(t testing.TB, dir string) *PodInfo {
-	t.Helper()
-	require.NoError(t, os.MkdirAll(dir, 0o755))
-	w, err := volumeutil.NewAtomicWriter(dir, "test pod-info")
-	require.NoError(t, err)
-	return &PodInfo{writer: w}
-}
-
-// Write projects labels and annotations; kubelet writes nothing when content is unchanged.
-func (p *PodInfo) Write(labels, annotations map[string]string) error {
-	return p.writer.Write(map[string]volumeutil.FileProjection{
-		"labels":      {Data: []byte(fieldpath.FormatMap(labels)), Mode: 0o644},
-		"annotations": {Data: []byte(fieldpath.FormatMap(annotations)), Mode: 0o644},
-	}, nil)
-}
-
-// DeviceInfo writes the device-info volume (item network-info = raw kubevirt.io/network-info JSON).
-type DeviceInfo struct {
-	writer *volumeutil.AtomicWriter
-}
-
-// NewDeviceInfo prepares dir as the device-info volume (KubeVirt mounts it at /etc/podinfo).
-func NewDeviceInfo(t testing.TB, dir string) *DeviceInfo {
-	t.Helper()
-	require.NoError(t, os.MkdirAll(dir, 0o755))
-	w, err := volumeutil.NewAtomicWriter(dir, "test device-info")
-	require.NoError(t, err)
-	return &DeviceInfo{writer: w}
-}
-
-// Write projects the network-info file with the given content ("" = annotation not yet set).
-func (d *DeviceInfo) Write(networkInfoJSON string) error {
-	return d.writer.Write(map[string]volumeutil.FileProjection{
-		"network-info": {Data: []byte(networkInfoJSON), Mode: 0o644},
-	}, nil)
 }
 
 // HasSocket reports whether any regular entry in dir is a unix socket.

@@ -29,7 +29,6 @@ import (
 const (
 	peerPackage   = "kubevirt.io/kubevirt/cmd/sidecars/network-passt-binding"
 	peerSocket    = "passt.sock" // fixed in the peer's main.go, directly under hooks.HookSocketsSharedDirectory
-	oursSocket    = "sriov-udn-binding.sock"
 	sidecarSubdir = "hook-sidecar-bench"
 	settle        = time.Second
 	stopTimeout   = 10 * time.Second
@@ -233,24 +232,20 @@ func writeJSON(path string, res *bench.Result) error {
 	return nil
 }
 
-// env is one run's sockets, DownwardAPI volumes and binaries.
+// env is one run's sockets, pod (ours: harness.Pod under the hooks root) and binaries.
 type env struct {
-	ours, peer, floor  string
-	sidecarDir         string
-	oursSock, peerSock string
-	data               string
-	podInfo, devInfo   *bench.Volume
-	oursArgs           []string
+	ours, peer, floor string
+	pod               *harness.Pod
+	peerSock          string
+	data              string
+	oursArgs          []string
 	// oursEnv is the image's environment (the Go runtime's settings), as KubeVirt runs the image.
 	oursEnv []string
 }
 
 func newEnv(ours, peer, floor string) (*env, error) {
-	e := &env{ours: ours, peer: peer, floor: floor,
-		sidecarDir: filepath.Join(harness.HooksRoot, sidecarSubdir),
-		peerSock:   filepath.Join(harness.HooksRoot, peerSocket),
-	}
-	e.oursSock = filepath.Join(e.sidecarDir, oursSocket)
+	e := &env{ours: ours, peer: peer, floor: floor, peerSock: filepath.Join(harness.HooksRoot, peerSocket)}
+	sidecarDir := filepath.Join(harness.HooksRoot, sidecarSubdir)
 	var err error
 	if e.oursEnv, err = harness.ImageEnv(); err != nil {
 		return nil, err
@@ -266,22 +261,15 @@ func newEnv(ours, peer, floor string) (*env, error) {
 			return nil, fmt.Errorf("remove stale %s: %w", e.peerSock, err)
 		}
 	}
-	if err := os.RemoveAll(e.sidecarDir); err != nil {
-		return nil, fmt.Errorf("remove stale %s: %w", e.sidecarDir, err)
-	}
-	if err := os.MkdirAll(e.sidecarDir, 0o755); err != nil {
-		return nil, fmt.Errorf("create %s: %w", e.sidecarDir, err)
+	if err := os.RemoveAll(sidecarDir); err != nil {
+		return nil, fmt.Errorf("remove stale %s: %w", sidecarDir, err)
 	}
 	data, err := os.MkdirTemp("", "sidecarbench")
 	if err != nil {
 		return nil, fmt.Errorf("temp dir: %w", err)
 	}
 	e.data = data
-	podInfoDir, devInfoDir := filepath.Join(data, "downwardapi", "podinfo"), filepath.Join(data, "podinfo")
-	if e.podInfo, err = bench.NewVolume(podInfoDir); err != nil {
-		return nil, err
-	}
-	if e.devInfo, err = bench.NewVolume(devInfoDir); err != nil {
+	if e.pod, err = harness.NewPod(sidecarDir, data); err != nil {
 		return nil, err
 	}
 	// Data ready from the start: the hook-latency figure is "with data ready".
@@ -290,14 +278,14 @@ func newEnv(ours, peer, floor string) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := e.podInfo.WritePodInfo(map[string]string{"app": "bench"}, ann); err != nil {
+	if err := e.pod.WritePodInfo(map[string]string{"app": "bench"}, ann); err != nil {
 		return nil, err
 	}
 	netInfo, err := bench.NetworkInfoJSON(ifaces)
 	if err != nil {
 		return nil, err
 	}
-	if err := e.devInfo.WriteDeviceInfo(netInfo); err != nil {
+	if err := e.pod.WriteDeviceInfo(netInfo); err != nil {
 		return nil, err
 	}
 	// Ours serves both protocols, as with manifests/overlays/plugin: the hook socket and the Plugin API's.
@@ -305,20 +293,12 @@ func newEnv(ours, peer, floor string) (*env, error) {
 	if err := os.MkdirAll(pluginDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create %s: %w", pluginDir, err)
 	}
-	e.oursArgs = []string{
-		"--plugin-socket", filepath.Join(pluginDir, "domain.sock"),
-		"--socket-dir", e.sidecarDir,
-		"--socket-name", oursSocket,
-		"--device-info-file", filepath.Join(devInfoDir, "network-info"),
-		"--pod-info-dir", podInfoDir,
-		"--iface-cache-dir", filepath.Join(e.sidecarDir, "ifacecache"),
-		"--wait-timeout", "45s",
-	}
+	e.oursArgs = e.pod.Args("--plugin-socket", filepath.Join(pluginDir, "domain.sock"), "--wait-timeout", "45s")
 	return e, nil
 }
 
 func (e *env) cleanup() {
-	_ = os.RemoveAll(e.sidecarDir)
+	_ = os.RemoveAll(e.pod.HooksDir)
 	_ = os.Remove(e.peerSock)
 	if e.data != "" {
 		_ = os.RemoveAll(e.data)
@@ -326,7 +306,7 @@ func (e *env) cleanup() {
 }
 
 func (e *env) startOurs(withLines bool) (*bench.Process, error) {
-	return bench.StartProcess(e.ours, e.oursArgs, e.oursEnv, e.oursSock, withLines)
+	return bench.StartProcess(e.ours, e.oursArgs, e.oursEnv, e.pod.Socket(), withLines)
 }
 
 func (e *env) startPeer() (*bench.Process, error) {
@@ -356,7 +336,7 @@ func (e *env) measureCopies(res *bench.Result, o options) error {
 				args[j+1] = filepath.Join(dir, "domain.sock")
 			}
 		}
-		return bench.StartProcess(e.ours, args, e.oursEnv, filepath.Join(dir, oursSocket), false)
+		return bench.StartProcess(e.ours, args, e.oursEnv, filepath.Join(dir, harness.SocketName), false)
 	}
 	startPeer := func(i int) (*bench.Process, error) {
 		dir := filepath.Join(e.data, fmt.Sprintf("passt-%d", i))
@@ -427,14 +407,14 @@ func (e *env) measureLargest(res *bench.Result) error {
 	if err != nil {
 		return err
 	}
-	if err := e.podInfo.WritePodInfo(map[string]string{"app": "bench"}, ann); err != nil {
+	if err := e.pod.WritePodInfo(map[string]string{"app": "bench"}, ann); err != nil {
 		return err
 	}
 	netInfo, err := bench.NetworkInfoJSON(ifaces)
 	if err != nil {
 		return err
 	}
-	if err := e.devInfo.WriteDeviceInfo(netInfo); err != nil {
+	if err := e.pod.WriteDeviceInfo(netInfo); err != nil {
 		return err
 	}
 	p, err := e.startOurs(false)
@@ -565,7 +545,7 @@ func (e *env) measureRunning(res *bench.Result, o options) (err error) {
 		x.r.HookTicks = after.Ticks - before[i].Ticks
 	}
 	// Lines drops what nobody reads, so the sidecar never blocks on stderr; MeasureSwap drains it.
-	if res.Swap, err = bench.MeasureSwap(mgr, e.podInfo, ours.Lines, o.swaps); err != nil {
+	if res.Swap, err = bench.MeasureSwap(mgr, e.pod, ours.Lines, o.swaps); err != nil {
 		return err
 	}
 

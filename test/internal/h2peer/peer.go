@@ -1,4 +1,4 @@
-package hostile
+package h2peer
 
 import (
 	"bytes"
@@ -14,6 +14,9 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
+
+// FrameMax is HTTP/2's default SETTINGS_MAX_FRAME_SIZE, which grpc-go's server keeps.
+const FrameMax = 16 << 10
 
 // Peer is one HTTP/2 connection that writes whatever an attack says, legal or not: golang.org/x/net's framer
 // with AllowIllegalWrites, and an HPACK encoder for well-formed header blocks. A goroutine reads and discards
@@ -43,8 +46,8 @@ type Peer struct {
 	ended       map[uint32]bool // streams the server reset or ended
 }
 
-// PeerOptions say how the peer starts.
-type PeerOptions struct {
+// Options say how the peer starts.
+type Options struct {
 	// NoPreface: connect and write nothing (a silent connection).
 	NoPreface bool
 	// Settings are sent in the first SETTINGS frame.
@@ -54,7 +57,7 @@ type PeerOptions struct {
 }
 
 // Dial connects to the unix socket at path, within ctx.
-func Dial(ctx context.Context, path string, o PeerOptions) (*Peer, error) {
+func Dial(ctx context.Context, path string, o Options) (*Peer, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", path)
 	if err != nil {
@@ -184,7 +187,7 @@ func (p *Peer) SendInWindow(ctx context.Context, id uint32, b []byte, end bool) 
 			}
 			p.windowMoved.Wait()
 		}
-		n := int(min(int64(len(b)), int64(frameMax), p.connWindow, p.window(id)))
+		n := int(min(int64(len(b)), int64(FrameMax), p.connWindow, p.window(id)))
 		p.connWindow -= int64(n)
 		p.windows[id] = p.window(id) - int64(n)
 		p.wmu.Unlock()
@@ -199,6 +202,9 @@ func (p *Peer) SendInWindow(ctx context.Context, id uint32, b []byte, end bool) 
 	}
 	return nil
 }
+
+// Hangup closes the connection without waiting for the reader.
+func (p *Peer) Hangup() { _ = p.conn.Close() }
 
 // Close closes the connection and waits for the reader.
 func (p *Peer) Close() {
@@ -240,8 +246,8 @@ func (p *Peer) GoAway() *http2.GoAwayFrame {
 	return p.goAway
 }
 
-// headerBlock encodes a gRPC call's request headers for method, plus extra fields.
-func (p *Peer) headerBlock(method string, extra ...hpack.HeaderField) []byte {
+// HeaderBlock encodes a gRPC call's request headers for method, plus extra fields.
+func (p *Peer) HeaderBlock(method string, extra ...hpack.HeaderField) []byte {
 	p.hbuf.Reset()
 	for _, f := range []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"},
 		{Name: ":path", Value: method}, {Name: ":authority", Value: "localhost"},
@@ -258,7 +264,7 @@ func (p *Peer) headerBlock(method string, extra ...hpack.HeaderField) []byte {
 func (p *Peer) Call(id uint32, method string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: p.headerBlock(method), EndHeaders: true})
+	return p.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: p.HeaderBlock(method), EndHeaders: true})
 }
 
 // Data writes b on stream id, in frames of at most frame bytes.
@@ -281,6 +287,15 @@ func (p *Peer) Frame(write func(fr *http2.Framer) error) error {
 	return write(p.fr)
 }
 
+// WriteRaw writes b on the connection as it is, under the write lock: bytes no framer writes (part of the
+// preface, say).
+func (p *Peer) WriteRaw(b []byte) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, err := p.conn.Write(b)
+	return err
+}
+
 // Prefix is gRPC's message header: not compressed, length n.
 func Prefix(n uint32) []byte {
 	b := make([]byte, 5)
@@ -288,8 +303,8 @@ func Prefix(n uint32) []byte {
 	return b
 }
 
-// isClosedErr says whether err is the connection being gone (the server closed it, or we did).
-func isClosedErr(err error) bool {
+// IsClosedErr says whether err is the connection being gone (the server closed it, or we did).
+func IsClosedErr(err error) bool {
 	var opErr *net.OpError
 	return errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrClosedPipe) ||
 		errors.As(err, &opErr)
