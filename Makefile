@@ -215,12 +215,9 @@ define build_controlplane_tools
 	  echo "== kubectl $$(go list -m -f '{{.Version}}' k8s.io/kubernetes) built in $$(( $$(date +%s) - start )) s: $(KUBECTL)"
 endef
 
-test-controlplane: export SRIOV_UDN_KUBE_APISERVER = $(KUBE_APISERVER)
-test-controlplane: export SRIOV_UDN_KUBE_APISERVER_1_36 = $(KUBE_APISERVER_1_36)
-test-controlplane: export SRIOV_UDN_KUBECTL = $(KUBECTL)
 test-controlplane: ## manifests/ on real kube-apiservers 1.34.2 and 1.36.3 + etcd: docs/install.md's kubectl commands, every policy verdict, the launcher pod KubeVirt renders, per KubeVirt version
 	$(build_controlplane_tools)
-	$(call for_kubevirt,./controlplane,,go vet $$mf $$pkgs && go test $$mf -count=1 -timeout 30m -skip '^TestDocs_' $$pkgs,test/controlplane)
+	$(call for_kubevirt,./controlplane,,export SRIOV_UDN_KUBE_APISERVER=$(KUBE_APISERVER) SRIOV_UDN_KUBE_APISERVER_1_36=$(KUBE_APISERVER_1_36) SRIOV_UDN_KUBECTL=$(KUBECTL) && go vet $$mf $$pkgs && go test $$mf -count=1 -timeout 30m -skip '^TestDocs_' $$pkgs,test/controlplane)
 
 # Once, against test/go.mod's KubeVirt (the docs do not depend on it): the same test binary as
 # test-controlplane's first run, so after it nothing compiles again.
