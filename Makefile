@@ -22,12 +22,11 @@ LDFLAGS      := -s -w -X main.version=$(VERSION)
 # private memory unchanged (2026-12-02). The sidecar never sets grpc.EnableTracing.
 BUILDTAGS    := grpcnotrace
 # Defined here only: images/Containerfile and test/internal/harness build through `make build`.
-# Go modules that hold tests: the sidecar, the integration/guest module, the manifests module, the control
-# plane, and the Plugin API module (KubeVirt v1.9.0 only: v1.8 has no Plugin API).
-MODULES      := . test test/manifests test/controlplane test/plugin
-# KubeVirt versions every test of the test modules runs against (issue #16): test/go.mod (and
-# test/manifests/go.mod) pin the first, each other one has go.kubevirt-<V>.mod/.sum beside them, derived by
-# .ci/kubevirt-modfiles (`make modfiles` writes them, `make modfiles-check` fails when they are stale).
+# Go modules that hold Go code: the sidecar and the tests (test/: every suite, the manifests and control plane ones
+# and test/plugin included). The tools-only Kubernetes modules and the libnbd stub hold none.
+MODULES      := . test
+# KubeVirt versions the tests run against: test/go.mod pins the first, each other one has go.kubevirt-<V>.mod/.sum
+# beside it, derived by .ci/kubevirt-modfiles (`make modfiles` writes them, `make modfiles-check` fails when stale).
 KUBEVIRT_EXTRA    := v1.9.0
 KUBEVIRT_VERSIONS  = $(shell .ci/kubevirt-modfiles base) $(KUBEVIRT_EXTRA)
 
@@ -91,8 +90,8 @@ test-unit: ## unit tests of the sidecar module only, under the race detector
 
 check: lint test-unit ## make lint, then the sidecar module's unit tests under -race; no root, qemu or network. Not quick when cold: lint builds both linters and vets every test module (about 30 min on 2 cores); make test-unit is the quick loop
 
-test-integration: ## the test/ module without the guest boot, the container and libvirt's checks, once per KubeVirt version (KUBEVIRT_VERSIONS)
-	$(call for_kubevirt,./...,/(guest|container|libvirt)$$,go test $$mf -count=1 $$pkgs,go test)
+test-integration: ## the test/ module without the guest boot, the container, libvirt's checks and the suites of their own targets (manifests, control plane, plugin), once per KubeVirt version (KUBEVIRT_VERSIONS)
+	$(call for_kubevirt,./...,/(guest|container|libvirt|manifests|controlplane|plugin)$$,go test $$mf -count=1 $$pkgs,go test)
 
 # Where test-integration and test-guest leave each domain the sidecar returned through KubeVirt's hook Manager
 # (test/internal/harness RecordDomain) for test-libvirt; `make test` empties it first.
@@ -131,25 +130,18 @@ test-vfio: ## VFIO end to end alone (test-guest runs it too): a node guest (qemu
 # The e2e tag is vetted on test/e2e alone, the only package with files behind it (the recipe fails if another
 # gets one): go vet hands -tags to its analyzers, so the tag is part of every vet result's cache key, and vetting
 # all of test/ with it analysed each of its 1,250 dependencies again (3.3 min cold, for files that do not change).
-test-vet-matrix: ## go vet the test/ module (and test/e2e with its e2e tag) against each KubeVirt version
+test-vet-matrix: ## go vet the test/ module (test/plugin from v1.9.0 on, test/e2e with its e2e tag) against each KubeVirt version
 	$(call for_kubevirt,./...,,go vet $$mf $$pkgs,go vet)
+	$(call for_kubevirt,./plugin,,go vet $$mf $$pkgs,go vet test/plugin)
 	@other=$$(grep -rlE --include='*.go' '^//go:build.*\be2e\b' test | grep -v '^test/e2e/' || true); \
 	  if [ -n "$$other" ]; then echo "files behind the e2e tag outside test/e2e (add them to test-vet-matrix):"; echo "$$other"; exit 1; fi
 	$(call for_kubevirt,./e2e/...,,GOFLAGS="$${GOFLAGS:-} -tags=e2e" go vet $$mf $$pkgs,go vet -tags e2e)
 
-modfiles: ## regenerate test{,/manifests}/go.kubevirt-<V>.mod/.sum from their go.mod (after changing a go.mod)
+modfiles: ## regenerate test/go.kubevirt-<V>.mod/.sum from test/go.mod (after changing it)
 	.ci/kubevirt-modfiles generate $(KUBEVIRT_EXTRA)
-	MODULE=test/manifests .ci/kubevirt-modfiles generate $(KUBEVIRT_EXTRA)
-	MODULE=test/controlplane .ci/kubevirt-modfiles generate $(KUBEVIRT_EXTRA)
 
-modfiles-check: ## fail when a go.kubevirt-<V>.mod/.sum differs from what `make modfiles` writes, the base versions differ, two test modules build a dependency at two versions, or test/ builds one at another version than KubeVirt's own go.mod (.ci/shared-versions)
+modfiles-check: ## fail when a test/go.kubevirt-<V>.mod/.sum differs from what `make modfiles` writes, or test/ builds a module at another version than KubeVirt's own go.mod
 	.ci/kubevirt-modfiles check $(KUBEVIRT_EXTRA)
-	MODULE=test/manifests .ci/kubevirt-modfiles check $(KUBEVIRT_EXTRA)
-	MODULE=test/controlplane .ci/kubevirt-modfiles check $(KUBEVIRT_EXTRA)
-	@a=$$(.ci/kubevirt-modfiles base); b=$$(MODULE=test/manifests .ci/kubevirt-modfiles base); c=$$(MODULE=test/controlplane .ci/kubevirt-modfiles base); \
-	  if [ "$$a" != "$$b" ]; then echo "test/go.mod pins KubeVirt $$a but test/manifests/go.mod kubevirt.io/api $$b"; exit 1; fi; \
-	  if [ "$$a" != "$$c" ]; then echo "test/go.mod pins KubeVirt $$a but test/controlplane/go.mod $$c"; exit 1; fi
-	.ci/shared-versions $(KUBEVIRT_VERSIONS)
 
 test-kubevirt-patches: ## apply patches/kubevirt/* to KubeVirt v1.8.4 and v1.9.0, build virt-handler for both, run their network tests and the differential test (~15 min with a warm cache)
 	patches/kubevirt/test.sh
@@ -170,9 +162,11 @@ bench-micro: ## Go micro-benchmarks of every package
 	go test -run '^$$' -bench . -benchmem ./...
 	cd test && go test -run '^$$' -bench . -benchmem $$(go list ./... | grep -v /guest)
 
-lint: tidy-check generate-check ## gofmt, go vet, staticcheck, golangci-lint (pinned; .golangci.yml: import groups, banned calls) on every module; actionlint on .github/workflows
+lint: tidy-check generate-check ## gofmt, go vet, staticcheck, golangci-lint (pinned; .golangci.yml: import groups, banned calls) on every module, test/plugin with KubeVirt v1.9.0; actionlint on .github/workflows
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@set -e; for m in $(MODULES); do echo "== $$m"; (cd $$m && go vet ./... && go run $(STATICCHECK) ./... && go run $(GOLANGCI_LINT) fmt --config $(CURDIR)/.golangci.yml --diff ./...); done
+	@cd test && mf=$$(../.ci/kubevirt-modfiles flag $(lastword $(KUBEVIRT_VERSIONS))) && echo "== test/plugin ($$mf)" && go vet $$mf ./plugin && \
+	  GOFLAGS="$$mf" go run $(STATICCHECK) ./plugin && go run $(GOLANGCI_LINT) fmt --config $(CURDIR)/.golangci.yml --diff ./plugin
 	go run $(GOLANGCI_LINT) run ./...
 	go run $(ACTIONLINT) .github/workflows/*.yaml
 
@@ -195,7 +189,7 @@ generate-check: ## fail when `make generate` would change the generated protobuf
 	@if [ -n "$$(git ls-files --others --exclude-standard -- $(dir $(PROTOS)))" ]; then echo "make generate wrote files git does not track:"; git ls-files --others --exclude-standard -- $(dir $(PROTOS)); exit 1; fi
 
 # The kube-apiserver 1.36 module and test/cluster/kubernetes hold no Go files (only their `tool`s): nothing to vet or
-# lint, but tidied too.
+# lint, but tidied too. The derived modfiles are tidied by `make modfiles` (modfiles-check).
 tidy-check: ## fail when `go mod tidy` would change go.mod or go.sum of any module
 	@set -e; for m in $(MODULES) test/controlplane/kube-apiserver-v1.36 test/cluster/kubernetes; do echo "== go mod tidy -diff: $$m"; (cd $$m && go mod tidy -diff); done
 
@@ -203,15 +197,10 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 60s)
 	@set -e; for pkg in $$(go list ./...); do for f in $$(go test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do echo "== $$pkg $$f"; go test -run '^$$' -fuzz "^$$f$$" -fuzztime $${FUZZTIME:-60s} $$pkg; done; done
 
 test-manifests: ## manifests decode strictly and kustomize builds, per KubeVirt API version (verdicts: test-controlplane)
-	@set -euo pipefail; cd test/manifests; for v in $(KUBEVIRT_VERSIONS); do \
-	  mf=$$(MODULE=test/manifests ../../.ci/kubevirt-modfiles flag $$v); \
-	  echo "== KubeVirt $$v ($${mf:-go.mod}): test/manifests"; \
-	  export KUBEVIRT_VERSION=$$v; go vet $$mf ./...; go test $$mf -count=1 -skip '^TestRelease' ./...; \
-	  echo "== KubeVirt $$v: test/manifests: passed"; \
-	done
+	$(call for_kubevirt,./manifests,,go vet $$mf $$pkgs && go test $$mf -count=1 -skip '^TestRelease' $$pkgs,test/manifests)
 
 # The kube-apiservers test-controlplane runs, and the kubectl the docs' blocks run with, each built once from
-# its module's `tool` (test/controlplane/go.mod: Kubernetes 1.34.2 and kubectl; test/controlplane/kube-apiserver-v1.36:
+# its module's `tool` (test/go.mod: Kubernetes 1.34.2 and kubectl; test/controlplane/kube-apiserver-v1.36:
 # 1.36.3, the first release that serves MutatingAdmissionPolicy v1 at its defaults), whatever KubeVirt version
 # the tests link: Kubernetes' server is compiled once per Kubernetes version, not once per KubeVirt version, and
 # Go's build cache keeps it.
@@ -220,37 +209,28 @@ KUBE_APISERVER_1_36 ?= $(CURDIR)/bin/kube-apiserver-v1.36.3
 KUBECTL             ?= $(CURDIR)/bin/kubectl
 
 define build_controlplane_tools
-	@set -euo pipefail; cd test/controlplane; \
+	@set -euo pipefail; cd test; \
 	  start=$$(date +%s); go build -o $(KUBE_APISERVER) k8s.io/kubernetes/cmd/kube-apiserver; \
 	  echo "== kube-apiserver $$(go list -m -f '{{.Version}}' k8s.io/kubernetes) built once for every KubeVirt version in $$(( $$(date +%s) - start )) s: $(KUBE_APISERVER)"; \
-	  start=$$(date +%s); (cd kube-apiserver-v1.36 && go build -o $(KUBE_APISERVER_1_36) k8s.io/kubernetes/cmd/kube-apiserver); \
-	  echo "== kube-apiserver $$(cd kube-apiserver-v1.36 && go list -m -f '{{.Version}}' k8s.io/kubernetes) built once for every KubeVirt version in $$(( $$(date +%s) - start )) s: $(KUBE_APISERVER_1_36)"; \
+	  start=$$(date +%s); (cd controlplane/kube-apiserver-v1.36 && go build -o $(KUBE_APISERVER_1_36) k8s.io/kubernetes/cmd/kube-apiserver); \
+	  echo "== kube-apiserver $$(cd controlplane/kube-apiserver-v1.36 && go list -m -f '{{.Version}}' k8s.io/kubernetes) built once for every KubeVirt version in $$(( $$(date +%s) - start )) s: $(KUBE_APISERVER_1_36)"; \
 	  start=$$(date +%s); go build -o $(KUBECTL) k8s.io/kubernetes/cmd/kubectl; \
 	  echo "== kubectl $$(go list -m -f '{{.Version}}' k8s.io/kubernetes) built in $$(( $$(date +%s) - start )) s: $(KUBECTL)"
 endef
 
 test-controlplane: ## manifests/ on real kube-apiservers 1.34.2 and 1.36.3 + etcd: docs/install.md's kubectl commands, every policy verdict, the launcher pod KubeVirt renders, per KubeVirt version
 	$(build_controlplane_tools)
-	@set -euo pipefail; cd test/controlplane; \
-	  export SRIOV_UDN_KUBE_APISERVER=$(KUBE_APISERVER) SRIOV_UDN_KUBE_APISERVER_1_36=$(KUBE_APISERVER_1_36) SRIOV_UDN_KUBECTL=$(KUBECTL); \
-	  failed=""; for v in $(KUBEVIRT_VERSIONS); do \
-	  mf=$$(MODULE=test/controlplane ../../.ci/kubevirt-modfiles flag $$v); \
-	  echo "== KubeVirt $$v ($${mf:-go.mod}): test/controlplane"; \
-	  export KUBEVIRT_VERSION=$$v; \
-	  if go vet $$mf ./... && go test $$mf -count=1 -timeout 30m -skip '^TestDocs_' ./...; then echo "== KubeVirt $$v: test/controlplane: passed"; \
-	  else echo "== KubeVirt $$v: test/controlplane: FAILED"; failed="$$failed $$v"; fi; \
-	done; \
-	if [ -n "$$failed" ]; then echo "== test-controlplane failed on KubeVirt$$failed"; exit 1; fi
+	$(call for_kubevirt,./controlplane,,export SRIOV_UDN_KUBE_APISERVER=$(KUBE_APISERVER) SRIOV_UDN_KUBE_APISERVER_1_36=$(KUBE_APISERVER_1_36) SRIOV_UDN_KUBECTL=$(KUBECTL) && go vet $$mf $$pkgs && go test $$mf -count=1 -timeout 30m -skip '^TestDocs_' $$pkgs,test/controlplane)
 
-# Once, against test/controlplane/go.mod's KubeVirt (the docs do not depend on it): the same test binary as
+# Once, against test/go.mod's KubeVirt (the docs do not depend on it): the same test binary as
 # test-controlplane's first run, so after it nothing compiles again.
 test-docs: ## the docs' shell blocks: each marked; the `here` ones run in a copy of the repository (make demo, render, kubectl kustomize), `cluster` ones parsed; links, make targets, each page says who it is for (the `controlplane` ones run in test-controlplane)
-	@set -euo pipefail; cd test/controlplane; start=$$(date +%s); go build -o $(KUBECTL) k8s.io/kubernetes/cmd/kubectl; \
+	@set -euo pipefail; cd test; start=$$(date +%s); go build -o $(KUBECTL) k8s.io/kubernetes/cmd/kubectl; \
 	  echo "== kubectl built in $$(( $$(date +%s) - start )) s: $(KUBECTL)"
-	cd test/controlplane && SRIOV_UDN_KUBECTL=$(KUBECTL) go test -count=1 -timeout 20m -v -run '^TestDocs_' .
+	cd test && SRIOV_UDN_KUBECTL=$(KUBECTL) go test -count=1 -timeout 20m -v -run '^TestDocs_' ./controlplane
 
-test-plugin: ## the Plugin API domain hook (KubeVirt v1.9.0's ApplyDomainHooks and client) on the built binary, beside the hook Manager
-	cd test/plugin && go vet ./... && go test -count=1 -timeout 10m ./...
+test-plugin: ## the Plugin API domain hook (KubeVirt v1.9.0's ApplyDomainHooks and client) on the built binary, beside the hook Manager; from v1.9.0 on (test/go.mod ignores test/plugin)
+	$(call for_kubevirt,./plugin,,go vet $$mf $$pkgs && go test $$mf -count=1 -timeout 10m $$pkgs,test/plugin)
 
 image: ## container image, compiled in the golang image on distroless/static: needs a registry (IMAGE=..., VERSION=..., CONTAINER_TOOL=docker|podman)
 	$(CONTAINER_TOOL) build -f images/Containerfile --build-arg BINARY_FROM=build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
@@ -314,7 +294,7 @@ release: ## a release: image $(IMAGE_REPO)/sriov-udn-binding:$(VERSION) (vX.Y.Z)
 
 # Once: podman builds the release image in storage of its own (test/manifests release_test.go).
 test-release: ## make release VERSION=v0.1.0 IMAGE_REPO=example.org/x with a podman of its own (no registry): the image, the OCI archive and every release manifest name that image (needs root, podman, runc)
-	cd test/manifests && go test -count=1 -timeout 20m -v -run '^TestRelease' .
+	cd test && go test -count=1 -timeout 20m -v -run '^TestRelease' ./manifests
 
 # Once, against test/go.mod's KubeVirt: the hook Manager it drives the container with is byte-identical in
 # every version of the matrix (README "Upgrade path"), and test-integration drives the bare binary with each.

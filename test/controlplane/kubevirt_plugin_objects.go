@@ -4,9 +4,9 @@
 // release in the module graph generates: the Plugin CRD and KubeVirt's own admission policies for plugins
 // (validatingadmissionpolicy_plugin.go, validatingadmissionpolicy_sidecar.go), each with its binding.
 //
-// It is a program, not a test file, because those packages exist from KubeVirt v1.9.0 on and this module's
-// go.mod pins v1.8.4 (`go mod tidy` reads every build tag but "ignore"). plugin_test.go runs it with the
-// v1.9.0 modfile: go run -modfile=<that modfile> kubevirt_plugin_objects.go
+// It is a program, not a test file, because those packages exist from KubeVirt v1.9.0 on and test/go.mod
+// pins v1.8.4 (`go mod tidy` reads every build tag but "ignore"). plugin_test.go runs it, from test/, with the
+// v1.9.0 modfile: go run -modfile=<that modfile> controlplane/kubevirt_plugin_objects.go
 package main
 
 import (

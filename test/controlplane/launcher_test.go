@@ -3,6 +3,7 @@ package controlplane_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -36,17 +37,17 @@ const (
 )
 
 // kubevirtTag is the KubeVirt release this module renders with, for the images of its pods: the matrix's
-// KUBEVIRT_VERSION (make test-controlplane sets it with the -modfile it passes), else go.mod's. Test
+// KUBEVIRT_VERSION (make test-controlplane sets it with the -modfile it passes), else test/go.mod's. Test
 // binaries carry no dependency versions in their build info, hence the files.
 func kubevirtTag(t *testing.T) string {
 	t.Helper()
 	if v := os.Getenv("KUBEVIRT_VERSION"); v != "" {
 		return v
 	}
-	data, err := os.ReadFile("go.mod")
+	data, err := os.ReadFile(filepath.Join("..", "go.mod"))
 	require.NoError(t, err)
 	m := regexp.MustCompile(`(?m)^\s*kubevirt\.io/kubevirt (v\S+)$`).FindSubmatch(data)
-	require.NotNil(t, m, "go.mod requires no kubevirt.io/kubevirt")
+	require.NotNil(t, m, "test/go.mod requires no kubevirt.io/kubevirt")
 	return string(m[1])
 }
 

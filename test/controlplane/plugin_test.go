@@ -3,7 +3,6 @@ package controlplane_test
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -51,18 +50,18 @@ type kubevirtPluginObjects struct {
 }
 
 // loadKubeVirtPluginObjects runs kubevirt_plugin_objects.go with the modfile the matrix uses for version
-// (.ci/kubevirt-modfiles flag), so the objects come from the KubeVirt this test binary links.
+// (.ci/kubevirt-modfiles flag, a path relative to test/, where it runs), so the objects come from the
+// KubeVirt this test binary links.
 func loadKubeVirtPluginObjects(t *testing.T, version string) kubevirtPluginObjects {
 	t.Helper()
-	flagCmd := exec.Command(filepath.Join("..", "..", ".ci", "kubevirt-modfiles"), "flag", version)
-	flagCmd.Env = append(os.Environ(), "MODULE=test/controlplane")
-	flag, err := flagCmd.Output()
+	flag, err := exec.Command(filepath.Join("..", "..", ".ci", "kubevirt-modfiles"), "flag", version).Output()
 	require.NoError(t, err, ".ci/kubevirt-modfiles flag %s", version)
 	args := []string{"run"}
 	if f := strings.TrimSpace(string(flag)); f != "" {
 		args = append(args, f)
 	}
-	run := exec.Command("go", append(args, "kubevirt_plugin_objects.go")...)
+	run := exec.Command("go", append(args, filepath.Join("controlplane", "kubevirt_plugin_objects.go"))...)
+	run.Dir = ".."
 	var stderr strings.Builder
 	run.Stderr = &stderr
 	out, err := run.Output()
