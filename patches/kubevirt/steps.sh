@@ -108,6 +108,39 @@ step_replug() {
   summary+=("$v virt-handler hostdev-replug specs: $(pass_count "$out")")
 }
 
+# step_nichotplug (patch 0005): KubeVirt's suite of virt-launcher's pkg/virt-launcher/virtwrap/network on the
+# patched tree, every spec green (0005's included: a binding plugin interface without a domain attachment is not
+# hot-plugged, and network.Sync still hot-unplugs and updates link states beside it); then that package as it was
+# before 0005, with 0005's new manager_test.go only: its network.Sync specs must fail (the dummy-domain error,
+# returned before hot-unplug and link state), showing the test catches what 0005 fixes.
+step_nichotplug() {
+  echo "== KubeVirt $v: patch 0005 (no NIC hot-plug of a binding plugin interface without a domain attachment)"
+  local p out c dir=pkg/virt-launcher/virtwrap/network start=$SECONDS n
+  cd "$tree"
+  for p in "${kubevirt_nichotplug_pkgs[@]}"; do
+    out=$(go test -count=1 -v "$p" -ginkgo.no-color 2>&1) || { echo "$out" | tail -60; echo "FAIL: $p on patched $v"; return 1; }
+    echo "   $p: $(pass_count "$out")"
+    summary+=("$v $p: $(pass_count "$out")")
+  done
+  c=$(git log -1 --format=%H -- "$dir/manager_test.go")
+  case "$(git log -1 --format=%s "$c")" in
+    *"never hot-plug a binding-plugin interface"*) ;;
+    *) echo "the commit adding $dir/manager_test.go is not patch 0005: $(git log -1 --oneline "$c")"; return 1 ;;
+  esac
+  # The package's files as before 0005; manager_test.go, new in 0005, is not in that tree and stays.
+  git checkout -q "$c~1" -- "$dir"
+  out=$(go test -count=1 -v "./$dir/" -ginkgo.no-color -ginkgo.focus 'binding plugin interface without a domain attachment' 2>&1 || true)
+  git checkout -q HEAD -- "$dir"
+  n=$(sed -nE 's/^Ran ([0-9]+) of [0-9]+ Specs.*/\1/p' <<<"$out" | head -1)
+  if [ -z "$n" ] || [ "$n" -eq 0 ] || ! grep -qE "0 Passed \| $n Failed" <<<"$out" ||
+    ! grep -q 'could not retrieve the api.Interface object from the dummy domain' <<<"$out"; then
+    echo "$out" | tail -40; echo "0005's network.Sync specs did not all fail with the dummy-domain error on the code before 0005"; return 1
+  fi
+  echo "   0005's network.Sync specs on the code before 0005: red, $n of $n failed (\"could not retrieve the api.Interface object from the dummy domain\")"
+  summary+=("$v before 0005: its network.Sync specs red ($n of $n failed, the dummy-domain error)")
+  echo "   step took $((SECONDS - start)) s"
+}
+
 # run_steps runs the steps named in "$@" for series $v on tree $tree, each failure naming its step.
 run_steps() {
   local step release_start=$SECONDS

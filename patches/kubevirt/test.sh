@@ -27,7 +27,7 @@ git_id=(-c user.name=ci -c user.email=ci@localhost)
 # shellcheck source=tree.sh
 . "$here/tree.sh"
 # The steps run for each release, in this order.
-steps=(apply build_virt_handler kubevirt_tests stock_specs difftest replug)
+steps=(apply build_virt_handler kubevirt_tests stock_specs difftest replug nichotplug)
 summary=()
 
 # The steps and their helpers (pass_count, ensure_qemu_user, build_sidecar, run_steps), shared with test-main.sh.

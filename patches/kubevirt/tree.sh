@@ -9,8 +9,10 @@
 kubevirt_test_pkgs=(./pkg/network/setup/ ./pkg/network/cache/ ./pkg/network/multus/ ./pkg/network/namescheme/ ./pkg/safepath/)
 # The suites of the packages patch 0003 (hostdev-replug) touches.
 kubevirt_replug_pkgs=(./pkg/network/vmispec/ ./pkg/virt-launcher/virtwrap/device/hostdevice/sriov/ ./pkg/virt-handler/)
+# The suite of the package patch 0005 touches (virt-launcher's NIC hot-plug; cgo: libvirt-dev).
+kubevirt_nichotplug_pkgs=(./pkg/virt-launcher/virtwrap/network/)
 # Everything test.sh builds or tests in a tree.
-kubevirt_tree_pkgs=(./cmd/virt-handler "${kubevirt_test_pkgs[@]}" "${kubevirt_replug_pkgs[@]}")
+kubevirt_tree_pkgs=(./cmd/virt-handler "${kubevirt_test_pkgs[@]}" "${kubevirt_replug_pkgs[@]}" "${kubevirt_nichotplug_pkgs[@]}")
 
 # kubevirt_src V prints the directory of kubevirt.io/kubevirt@V in the module cache, downloading it first.
 kubevirt_src() {
