@@ -1,7 +1,7 @@
 # shellcheck shell=bash
-# Sourced by patches/kubevirt/test.sh and .ci/shared-versions: how a KubeVirt release's source tree is set up
+# Sourced by patches/kubevirt/test.sh and .ci/kubevirt-modfiles (check): how a KubeVirt release's source tree is set up
 # to build here, and which of its packages the patch series builds and tests. Both scripts need the same answer
-# (shared-versions checks that test/ compiles the modules those packages load at the versions this tree does),
+# (the check makes sure that test/ compiles the modules those packages load at the versions this tree does),
 # so it is written once. Defines functions and arrays only; it runs nothing.
 
 # KubeVirt's own test packages run on each patched tree: the packages the series touches (pkg/network/setup)

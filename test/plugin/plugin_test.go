@@ -52,7 +52,7 @@ func ourPlugin(t *testing.T, pluginName string, timeout time.Duration) pluginv1a
 // layout is one sidecar serving both protocols, as in a virt-launcher pod with the Plugin overlay.
 type layout struct {
 	proc       *harness.Process
-	podInfo    *harness.PodInfo
+	podInfo    *harness.Volume
 	plugin     pluginv1alpha1.Plugin
 	pluginSock string
 	hookDir    string
@@ -74,7 +74,9 @@ func startSidecar(t *testing.T, name string, withManager bool, timeout time.Dura
 	require.NoError(t, os.MkdirAll(pluginDir, 0o755))
 	t.Cleanup(func() { _ = os.RemoveAll(pluginDir) })
 	data := t.TempDir()
-	l := &layout{podInfo: harness.NewPodInfo(t, filepath.Join(data, "podinfo")), plugin: ourPlugin(t, name, timeout), hookDir: hookDir}
+	podInfo, err := harness.NewVolume(filepath.Join(data, "podinfo"))
+	require.NoError(t, err)
+	l := &layout{podInfo: podInfo, plugin: ourPlugin(t, name, timeout), hookDir: hookDir}
 	l.pluginSock = l.plugin.Spec.DomainHooks[0].Sidecar.SocketPath
 	l.proc = harness.Start(t, sidecarBin,
 		"--socket-dir", hookDir,
@@ -89,7 +91,7 @@ func startSidecar(t *testing.T, name string, withManager bool, timeout time.Dura
 
 func (l *layout) writeSample(t *testing.T, pod harness.SamplePod) {
 	t.Helper()
-	require.NoError(t, l.podInfo.Write(pod.Metadata.Labels, pod.Metadata.Annotations))
+	require.NoError(t, l.podInfo.WritePodInfo(pod.Metadata.Labels, pod.Metadata.Annotations))
 }
 
 // domainSpec is a domain as KubeVirt's converter leaves it for the sample VMI before the hooks: the pod
