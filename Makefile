@@ -162,11 +162,13 @@ bench-micro: ## Go micro-benchmarks of every package
 	go test -run '^$$' -bench . -benchmem ./...
 	cd test && go test -run '^$$' -bench . -benchmem $$(go list ./... | grep -v /guest)
 
-lint: tidy-check generate-check ## gofmt, go vet, staticcheck, golangci-lint (pinned; .golangci.yml: import groups, banned calls) on every module, test/plugin with KubeVirt v1.9.0; actionlint on .github/workflows
+lint: tidy-check generate-check ## gofmt, go vet, staticcheck, golangci-lint (pinned; .golangci.yml: import groups, banned calls) on every module (test/plugin: go vet with KubeVirt v1.9.0); actionlint on .github/workflows
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@set -e; for m in $(MODULES); do echo "== $$m"; (cd $$m && go vet ./... && go run $(STATICCHECK) ./... && go run $(GOLANGCI_LINT) fmt --config $(CURDIR)/.golangci.yml --diff ./...); done
+	@# test/plugin builds only with the v1.9.0 modfile: go vet takes -modfile, but staticcheck (go/packages asks
+	@# `go list` with GO111MODULE=off, where -modfile is refused) cannot; its format is checked as above.
 	@cd test && mf=$$(../.ci/kubevirt-modfiles flag $(lastword $(KUBEVIRT_VERSIONS))) && echo "== test/plugin ($$mf)" && go vet $$mf ./plugin && \
-	  GOFLAGS="$$mf" go run $(STATICCHECK) ./plugin && go run $(GOLANGCI_LINT) fmt --config $(CURDIR)/.golangci.yml --diff ./plugin
+	  go run $(GOLANGCI_LINT) fmt --config $(CURDIR)/.golangci.yml --diff ./plugin
 	go run $(GOLANGCI_LINT) run ./...
 	go run $(ACTIONLINT) .github/workflows/*.yaml
 

@@ -41,7 +41,14 @@ func firstNames(names []string) []string {
 }
 
 // boundedError is err's text cut to maxLoggedError bytes (on a rune boundary), saying how long it was.
-func boundedError(err error) string {
+// An Error method that panics (a nil pointer in a non-nil interface) gives a placeholder: a log line must
+// never take the process down.
+func boundedError(err error) (text string) {
+	defer func() {
+		if r := recover(); r != nil {
+			text = fmt.Sprintf("<error text unavailable: %v>", r)
+		}
+	}()
 	s := err.Error()
 	if len(s) <= maxLoggedError {
 		return s

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -66,4 +67,19 @@ func TestNewLogger_BoundsErrorsAndNameLists_KeepsOtherStrings(t *testing.T) {
 	assert.True(t, strings.HasSuffix(line.Error, "...(4000 bytes in all)"), line.Error)
 	assert.LessOrEqual(t, len(line.Error), maxLoggedError+40)
 	assert.Equal(t, stack, line.Stack)
+}
+
+// nilPointerError is an error type whose Error dereferences its receiver.
+type nilPointerError struct{ msg string }
+
+func (e *nilPointerError) Error() string { return e.msg }
+
+func TestBoundedError_ErrorMethodPanics_GivesAPlaceholder(t *testing.T) {
+	var typed *nilPointerError
+	var err error = typed
+	assert.Contains(t, boundedError(err), "error text unavailable")
+
+	var buf bytes.Buffer
+	newLogger(&buf, slog.LevelInfo).Info("hook", "error", err)
+	assert.Contains(t, buf.String(), "error text unavailable", "the line is still written")
 }

@@ -9,6 +9,6 @@
 // server, so the admission policies are compiled and enforced by the server itself. The docs' other blocks
 // are tested here too (docs_test.go, `make test-docs`).
 //
-// It is its own Go module because it needs k8s.io/kubernetes and kubevirt.io/kubevirt with their replace
-// pins (docs/development.md "Layout"): test/manifests stays a small module that builds in seconds.
+// It is a package of the test/ module, whose replace pins make k8s.io/kubernetes and kubevirt.io/kubevirt
+// importable (docs/development.md "Layout"); its kube-apiserver 1.34.2 and kubectl are that module's tools.
 package controlplane
