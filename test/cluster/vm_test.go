@@ -531,7 +531,7 @@ func TestVM_GuestStatusFlapMigrationRestart(t *testing.T) {
 		vmim := fmt.Sprintf("apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstanceMigration\nmetadata: {name: mig-guest, namespace: default}\nspec: {vmiName: %s}\n", guestVM)
 		out, err := e.node.Kube().Run(ctx, []byte(vmim), "create", "-f", "-")
 		require.Error(t, err, "KubeVirt: the migration was admitted: %s", out)
-		assert.Contains(t, string(out), "has interfaces that use the sriov-udn binding", "status: the refusal is our policy's")
+		assert.ErrorContains(t, err, "has interfaces that use the sriov-udn binding", "status: the refusal is our policy's (kubectl's stderr)")
 		vmi, err := vmiNow(ctx, e, guestVM)
 		require.NoError(t, err)
 		assert.Equal(t, kubevirtv1.Running, vmi.Status.Phase)
