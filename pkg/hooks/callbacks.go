@@ -8,14 +8,9 @@ import (
 	hooksv1alpha3 "kubevirt.io/kubevirt/pkg/hooks/v1alpha3"
 )
 
-// Versions returns the Callbacks versions served, newest first: virt-launcher picks the newest it
-// knows (pkg/hooks/manager.go processSideCarSocket).
-func Versions() []string { return []string{hooksv1alpha3.Version, hooksv1alpha2.Version} }
-
-// HookPoints returns the hook points the sidecar subscribes to.
-func HookPoints() []string {
-	return []string{info.OnDefineDomainHookPointName, info.PreCloudInitIsoHookPointName, info.ShutdownHookPointName}
-}
+// versions are the Callbacks versions served, newest first: virt-launcher picks the newest it knows
+// (pkg/hooks/manager.go processSideCarSocket).
+func versions() []string { return []string{hooksv1alpha3.Version, hooksv1alpha2.Version} }
 
 type infoServer struct {
 	name string
@@ -24,12 +19,9 @@ type infoServer struct {
 // Info answers at once and never touches data: virt-launcher gives it one second and aborts (the
 // pod fails) on any error (manager.go processSideCarSocket).
 func (s infoServer) Info(context.Context, *info.InfoParams) (*info.InfoResult, error) {
-	names := HookPoints()
-	points := make([]*info.HookPoint, 0, len(names))
-	for _, p := range names {
-		points = append(points, &info.HookPoint{Name: p})
-	}
-	return &info.InfoResult{Name: s.name, Versions: Versions(), HookPoints: points}, nil
+	return &info.InfoResult{Name: s.name, Versions: versions(), HookPoints: []*info.HookPoint{
+		{Name: info.OnDefineDomainHookPointName}, {Name: info.PreCloudInitIsoHookPointName}, {Name: info.ShutdownHookPointName},
+	}}, nil
 }
 
 // v1alpha3Server adapts the generated service to one Handler: it translates between KubeVirt's messages

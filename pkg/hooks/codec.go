@@ -1,6 +1,7 @@
 package hooks
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -80,7 +81,7 @@ func requestTooLarge(v any, size, limit int) error {
 			"(cloudInitData and cloudInitNoCloudSource), JSON-escaped ('<', '>', '&' and control bytes take 6 bytes each); " +
 			"make them smaller"
 	}
-	return &decodeLimitError{msg: msg, size: size, limit: limit}
+	return errors.New(msg)
 }
 
 // describe returns the protobuf full name of v's message type and its field names.
@@ -101,11 +102,3 @@ func describe(v any) (string, []string) {
 	}
 	return string(d.FullName()), fields
 }
-
-// decodeLimitError is a request refused by requestCodec.
-type decodeLimitError struct {
-	msg         string
-	size, limit int
-}
-
-func (e *decodeLimitError) Error() string { return e.msg }

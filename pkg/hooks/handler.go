@@ -16,17 +16,3 @@ type Handler interface {
 	// decoded (codec.go), so the Handler gets CloudInitData alone.
 	PreCloudInitIso(ctx context.Context, vmiJSON, cloudInitData []byte) (newCloudInitData, noCloudSource []byte, err error)
 }
-
-// PassThrough is the Handler that changes nothing: the domain and the cloud-init data go back
-// exactly as received, with no legacy echo.
-type PassThrough struct{}
-
-// OnDefineDomain returns domainXML unchanged.
-func (PassThrough) OnDefineDomain(_ context.Context, _, domainXML []byte) ([]byte, error) {
-	return domainXML, nil
-}
-
-// PreCloudInitIso returns cloudInitData unchanged.
-func (PassThrough) PreCloudInitIso(_ context.Context, _, cloudInitData []byte) ([]byte, []byte, error) {
-	return cloudInitData, nil, nil
-}

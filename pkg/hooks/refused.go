@@ -26,26 +26,23 @@ type refusedLogger struct {
 	suppressed int
 }
 
-type servedKey struct{}
-
-// markServed records that a call reached the interceptors (the ctx is the one TagRPC returned).
-func markServed(ctx context.Context) {
-	if served, ok := ctx.Value(servedKey{}).(*atomic.Bool); ok {
-		served.Store(true)
-	}
-}
-
+// rpcTag is what TagRPC puts in a call's context: its method, and whether it reached the interceptors.
 type rpcTag struct {
 	method string
-	served *atomic.Bool
+	served atomic.Bool
 }
 
 type rpcTagKey struct{}
 
+// markServed records that a call reached the interceptors (the ctx is the one TagRPC returned).
+func markServed(ctx context.Context) {
+	if tag, ok := ctx.Value(rpcTagKey{}).(*rpcTag); ok {
+		tag.served.Store(true)
+	}
+}
+
 func (h *refusedLogger) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
-	served := new(atomic.Bool)
-	ctx = context.WithValue(ctx, servedKey{}, served)
-	return context.WithValue(ctx, rpcTagKey{}, rpcTag{method: info.FullMethodName, served: served})
+	return context.WithValue(ctx, rpcTagKey{}, &rpcTag{method: info.FullMethodName})
 }
 
 func (h *refusedLogger) HandleRPC(ctx context.Context, s stats.RPCStats) {
@@ -53,7 +50,7 @@ func (h *refusedLogger) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	if !ok || end.Error == nil {
 		return
 	}
-	tag, ok := ctx.Value(rpcTagKey{}).(rpcTag)
+	tag, ok := ctx.Value(rpcTagKey{}).(*rpcTag)
 	if !ok || tag.served.Load() {
 		return // the interceptors logged it
 	}
