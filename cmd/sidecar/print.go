@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,10 +20,12 @@ func printReport(w io.Writer, r *pipeline.Report) {
 	printWarnings(w, r.Warnings)
 	printMissing(w, r.Missing)
 	if r.Failure != nil {
-		printFailure(w, r.Failure)
+		fmt.Fprintf(w, "\n== the %s hook would fail (exit code 1)\n   %s\n", r.Failure.Hook, r.Failure.Message)
 		return
 	}
-	printDomain(w, r.DomainXML)
+	if r.DomainXML != "" {
+		section(w, "libvirt domain devices (OnDefineDomain)", r.DomainXML)
+	}
 	if len(r.Interfaces) > 0 {
 		printCloudInit(w, r.CloudInit)
 	}
@@ -90,7 +93,7 @@ func printInterface(w io.Writer, i pipeline.ReportInterface) {
 	if i.MTU > 0 {
 		fmt.Fprintf(w, "   %-10s %d\n", "MTU", i.MTU)
 	}
-	vf := "host " + orDefault(i.HostPCIAddress, "PCI address not known yet")
+	vf := "host " + cmp.Or(i.HostPCIAddress, "PCI address not known yet")
 	if i.DeviceType != "" {
 		vf += " (" + i.DeviceType + ")"
 	}
@@ -121,16 +124,6 @@ func printMissing(w io.Writer, missing []pipeline.ReportMissing) {
 	fmt.Fprintln(w, "\n== still missing: the hooks would wait for these, then fail (exit code 3)")
 	for _, m := range missing {
 		fmt.Fprintf(w, "   %s: %s\n", m.Hook, m.Text)
-	}
-}
-
-func printFailure(w io.Writer, f *pipeline.ReportFailure) {
-	fmt.Fprintf(w, "\n== the %s hook would fail (exit code 1)\n   %s\n", f.Hook, f.Message)
-}
-
-func printDomain(w io.Writer, domainXML string) {
-	if domainXML != "" {
-		section(w, "libvirt domain devices (OnDefineDomain)", domainXML)
 	}
 }
 

@@ -19,7 +19,6 @@ func serve(ctx context.Context, cfg config, stderr io.Writer) (err error) {
 	defer func() {
 		if err != nil {
 			logger.Error("stopped on error", "error", err.Error())
-			err = loggedError{err}
 		}
 	}()
 
@@ -88,8 +87,3 @@ func serve(ctx context.Context, cfg config, stderr io.Writer) (err error) {
 	defer stopOnSignal()
 	return serveBoth(srv, plugin)
 }
-
-// loggedError is an error serve already logged; run must not print it again as plain text.
-type loggedError struct{ error }
-
-func (e loggedError) Unwrap() error { return e.error }
