@@ -191,12 +191,6 @@ func wake(ch chan struct{}) {
 	}
 }
 
-func (b *Binding) current() *model.VirtualMachineInstance {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.vmi
-}
-
 // syncCache writes the interface cache for what is known now and says whether all of it was written.
 // Failures are logged, never passed to a hook: the cache feeds vmi.status, and must never fail a VM
 // start.
@@ -219,8 +213,8 @@ func (b *Binding) syncCache(c pipeline.Cache, generation uint64) (ok bool) {
 }
 
 // Retry delays after a failed cache write (ENOSPC, a read-only or blocked directory): doubled per
-// failure up to the maximum, reset by a success. No timer exists while nothing failed, so an idle
-// sidecar uses no CPU.
+// failure up to the maximum, reset by a success. Only a failure arms a timer, so an idle sidecar
+// uses no CPU.
 const (
 	cacheRetryFirst = time.Second
 	cacheRetryMax   = time.Minute
@@ -248,38 +242,23 @@ func (b *Binding) RefreshCache(ctx context.Context) {
 		}
 	}()
 	var (
-		retry   *time.Timer // nil while nothing failed
-		retryC  <-chan time.Time
+		retry   <-chan time.Time // nil while nothing failed
 		backoff time.Duration
 	)
-	defer func() {
-		if retry != nil {
-			retry.Stop()
-		}
-	}()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-b.kick:
 		case <-changed:
-		case <-retryC:
+		case <-retry:
 		}
 		if b.refreshOnce() {
-			backoff = 0
-			if retry != nil {
-				retry.Stop()
-				retry, retryC = nil, nil
-			}
+			backoff, retry = 0, nil
 			continue
 		}
 		backoff = min(max(2*backoff, cacheRetryFirst), cacheRetryMax)
-		if retry == nil {
-			retry = time.NewTimer(backoff)
-			retryC = retry.C
-		} else {
-			retry.Reset(backoff)
-		}
+		retry = time.After(backoff)
 		b.log.Info("interface cache write retry scheduled", "in", backoff)
 	}
 }
@@ -294,7 +273,9 @@ func (b *Binding) refreshOnce() (ok bool) {
 			ok = true // a retry would panic again; the next hook call or data change tries anew
 		}
 	}()
-	vmi := b.current()
+	b.mu.Lock()
+	vmi := b.vmi
+	b.mu.Unlock()
 	if vmi == nil {
 		return true // no hook call yet: the VMI is unknown
 	}

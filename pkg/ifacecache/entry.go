@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 )
@@ -106,13 +107,7 @@ func podIPs(addrs []netip.Prefix, primary model.Family) []string {
 	if primary == model.IPv6 {
 		first, second = v6, v4
 	}
-	var ips []string
-	for _, ip := range []string{first, second} {
-		if ip != "" {
-			ips = append(ips, ip)
-		}
-	}
-	return ips
+	return slices.DeleteFunc([]string{first, second}, func(ip string) bool { return ip == "" })
 }
 
 // Encode renders the entry file the way KubeVirt's writer does (pkg/network/cache/cache.go

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -127,7 +128,7 @@ func (w *Writer) Sync(vmiUID string, specIfaces []model.Interface, bound []model
 		w.logger.Info("interface cache entry written", "vmiUID", vmiUID, "interface", e.Name, "podIPs", e.Data.PodIPs)
 	}
 
-	for _, name := range sortedKeys(onDisk) {
+	for _, name := range slices.Sorted(maps.Keys(onDisk)) {
 		if keep[name] {
 			continue
 		}
@@ -223,13 +224,4 @@ func (w *Writer) writeAtomic(dir cacheDir, name string, data []byte) (err error)
 		return fmt.Errorf("fsync interface cache directory %q after writing %q: %w", dir.Path(), name, err)
 	}
 	return nil
-}
-
-func sortedKeys(m map[string]bool) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
