@@ -1,10 +1,10 @@
 package binding
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"reflect"
 	"sync"
@@ -68,11 +68,7 @@ func New(cfg Config) (*Binding, error) {
 	if cfg.WaitTimeout <= 0 {
 		return nil, fmt.Errorf("binding: wait timeout %s must be positive", cfg.WaitTimeout)
 	}
-	logger := cfg.Logger
-	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	return &Binding{cfg: cfg, log: logger, kick: make(chan struct{}, 1)}, nil
+	return &Binding{cfg: cfg, log: cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)), kick: make(chan struct{}, 1)}, nil
 }
 
 // OnDefineDomain adds one <hostdev> per bound VF, waiting for device-info if it is not there yet.

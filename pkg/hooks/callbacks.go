@@ -8,6 +8,18 @@ import (
 	hooksv1alpha3 "kubevirt.io/kubevirt/pkg/hooks/v1alpha3"
 )
 
+// Handler does the work behind the Callbacks services. Implementations must be safe for concurrent
+// use and must honour ctx: it is cancelled when the call's deadline passes or the server stops.
+type Handler interface {
+	DomainMutator
+	// PreCloudInitIso returns the CloudInitData JSON and the legacy CloudInitNoCloudSource JSON to
+	// hand back (pkg/hooks/manager.go preCloudInitIsoValidateResult reads the second only when the first
+	// has no UserData or no metadata). The request's own CloudInitNoCloudSource is a copy of
+	// CloudInitData's user data and networkData (manager.go preCloudInitIsoDataToJSON): it is never
+	// decoded (codec.go), so the Handler gets CloudInitData alone.
+	PreCloudInitIso(ctx context.Context, vmiJSON, cloudInitData []byte) (newCloudInitData, noCloudSource []byte, err error)
+}
+
 // versions are the Callbacks versions served, newest first: virt-launcher picks the newest it knows
 // (pkg/hooks/manager.go processSideCarSocket).
 func versions() []string { return []string{hooksv1alpha3.Version, hooksv1alpha2.Version} }

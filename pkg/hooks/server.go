@@ -1,16 +1,15 @@
 package hooks
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -61,11 +60,9 @@ type Server struct {
 	// still this file (another instance may have replaced it).
 	sock os.FileInfo
 
-	// life is cancelled when the server stops, so handlers waiting for data return at once.
-	life     context.Context
-	endLife  context.CancelFunc
-	stopOnce sync.Once
-	stopCh   chan struct{}
+	// life is cancelled by Stop (or a failed Serve), so handlers waiting for data return at once.
+	life    context.Context
+	endLife context.CancelFunc
 }
 
 // New validates cfg and builds a Server for the hook protocol; it does not touch the file system.
@@ -100,10 +97,7 @@ func newServer(cfg Config, register func(*Server, *grpc.Server)) (*Server, error
 	if cfg.StopTimeout <= 0 {
 		cfg.StopTimeout = DefaultStopTimeout
 	}
-	logger := cfg.Logger
-	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
+	logger := cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	limits := DefaultLimits()
 	if cfg.limits != nil {
 		limits = *cfg.limits
@@ -112,7 +106,7 @@ func newServer(cfg Config, register func(*Server, *grpc.Server)) (*Server, error
 		cfg.Budget = NewBudget(limits, logger)
 	}
 	life, endLife := context.WithCancel(context.Background())
-	s := &Server{cfg: cfg, limits: limits, path: path, log: logger, life: life, endLife: endLife, stopCh: make(chan struct{})}
+	s := &Server{cfg: cfg, limits: limits, path: path, log: logger, life: life, endLife: endLife}
 	s.grpc = grpc.NewServer(s.serverOptions()...)
 	register(s, s.grpc)
 	return s, nil
@@ -249,7 +243,7 @@ func (s *Server) Serve() error {
 
 	var err error
 	select {
-	case <-s.stopCh:
+	case <-s.life.Done():
 	case err = <-serveErr:
 		if err != nil {
 			err = fmt.Errorf("hooks: serve on %q: %w", s.path, err)
@@ -283,7 +277,7 @@ func (s *Server) removeOwnSocket() error {
 	return nil
 }
 
-// gracefulStop lets calls in flight finish (their contexts are already cancelled: endLife) for up to
+// gracefulStop lets calls in flight finish (their contexts are already cancelled: life) for up to
 // StopTimeout, then closes every connection (a peer that stopped reading holds a graceful stop for
 // ever). grpc-go's stop also waits for connections still in their handshake (server.go stop: serveWG),
 // at most Limits.Handshake.
@@ -305,9 +299,7 @@ func (s *Server) gracefulStop() {
 }
 
 // Stop asks Serve to return. It never blocks and may be called any number of times.
-func (s *Server) Stop() {
-	s.stopOnce.Do(func() { close(s.stopCh) })
-}
+func (s *Server) Stop() { s.endLife() }
 
 // lifeInterceptor cancels a call's context when the server stops, so a handler waiting for DownwardAPI
 // data gives up instead of holding the graceful stop.

@@ -2,6 +2,7 @@ package ifacecache
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -47,10 +48,7 @@ type SyncResult struct {
 
 // NewWriter returns a Writer rooted at dir (the --iface-cache-dir flag).
 func NewWriter(dir string, logger *slog.Logger) *Writer {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	return &Writer{dir: dir, open: openDir, logger: logger, written: map[string][]byte{}}
+	return &Writer{dir: dir, open: openDir, logger: cmp.Or(logger, slog.New(slog.DiscardHandler)), written: map[string][]byte{}}
 }
 
 // Sync makes <dir>/<vmiUID>/ hold the entries BuildEntries decides for bound: it writes new and
