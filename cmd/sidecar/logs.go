@@ -33,12 +33,7 @@ func boundLogValue(_ []string, a slog.Attr) slog.Attr {
 }
 
 // firstNames returns at most maxLoggedNames of names.
-func firstNames(names []string) []string {
-	if len(names) <= maxLoggedNames {
-		return names
-	}
-	return names[:maxLoggedNames]
-}
+func firstNames(names []string) []string { return names[:min(len(names), maxLoggedNames)] }
 
 // boundedError is err's text cut to maxLoggedError bytes (on a rune boundary), saying how long it was.
 // An Error method that panics (a nil pointer in a non-nil interface) gives a placeholder: a log line must
