@@ -165,16 +165,7 @@ func attr(t xml.StartElement, local string) string {
 }
 
 // isSpace reports whether raw is XML whitespace only (the XML 1.0 S production).
-func isSpace(raw []byte) bool {
-	for _, b := range raw {
-		switch b {
-		case ' ', '\t', '\r', '\n':
-		default:
-			return false
-		}
-	}
-	return true
-}
+func isSpace(raw []byte) bool { return len(bytes.Trim(raw, " \t\r\n")) == 0 }
 
 // interfaceElement is what SetPodNICMAC needs to know of one <interface> element.
 type interfaceElement struct {

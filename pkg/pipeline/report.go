@@ -196,8 +196,8 @@ func (c *Call) Report(snap *downwardapi.Snapshot) *Report {
 			return failed(err)
 		}
 		r.Warnings = append(r.Warnings, warnings...)
-		v, _ := volumeName(ciData)
-		r.CloudInit = &ReportCloudInit{DataSource: dataSource, VolumeName: v, NetworkData: string(res.NetworkData)}
+		v, _ := cloudInitVolume(vmi)
+		r.CloudInit = &ReportCloudInit{DataSource: dataSource, VolumeName: v.Name, NetworkData: string(res.NetworkData)}
 	}
 	dom, warnings, err := c.domain(snap, []byte(RenderDomainXML), domainDoc)
 	if err != nil {
@@ -227,12 +227,6 @@ func (c *Call) Report(snap *downwardapi.Snapshot) *Report {
 		r.Warnings = append(r.Warnings, Warning{Code: warnInterfaceCache, Message: "the interface cache would not be (fully) written: " + err.Error()})
 	}
 	return r
-}
-
-func volumeName(cloudInitData []byte) (string, error) {
-	var d struct{ VolumeName string }
-	err := json.Unmarshal(cloudInitData, &d)
-	return d.VolumeName, err
 }
 
 func appendMissing(out []ReportMissing, hook string, items []downwardapi.Missing) []ReportMissing {
