@@ -3,7 +3,7 @@ package main
 import (
 	"bytes"
 	"cmp"
-	"embed"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -21,11 +21,14 @@ import (
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/pipeline"
 )
 
-// samples are the built-in pod and VMI `render --sample` (make demo) uses: a dual-stack layer2
-// secondary UDN over an SR-IOV VF, and a localnet network whose IPAM is DHCP.
-//
-//go:embed samples/pod.json samples/vmi.json
-var samples embed.FS
+// The built-in pod and VMI `render --sample` (make demo) uses: a dual-stack layer2 secondary UDN over
+// an SR-IOV VF, and a localnet network whose IPAM is DHCP.
+var (
+	//go:embed samples/pod.json
+	samplePod []byte
+	//go:embed samples/vmi.json
+	sampleVMI []byte
+)
 
 // maxInputSize bounds the pod and VMI files render reads.
 const maxInputSize = 8 << 20
@@ -144,12 +147,7 @@ func renderInputs(sample bool, podFile, podInfoDir, deviceInfo, vmiFile string) 
 		return nil, nil, errors.New("--sample uses the built-in pod and VMI: give it without --pod, --pod-info-dir, --device-info-file or --vmi")
 	case sample:
 		podFlag, vmiFlag = "built-in sample pod", "built-in sample VMI"
-		if podRaw, err = samples.ReadFile("samples/pod.json"); err != nil {
-			return nil, nil, err
-		}
-		if vmiRaw, err = samples.ReadFile("samples/vmi.json"); err != nil {
-			return nil, nil, err
-		}
+		podRaw, vmiRaw = samplePod, sampleVMI
 	case vmiFile == "":
 		return nil, nil, errors.New("--vmi FILE is required (a VirtualMachineInstance as JSON or YAML: kubectl get vmi NAME -o json), or --sample")
 	case podFile == "" && podInfoDir == "" && deviceInfo == "":
