@@ -24,9 +24,7 @@ type Handler interface {
 // (pkg/hooks/manager.go processSideCarSocket).
 func versions() []string { return []string{hooksv1alpha3.Version, hooksv1alpha2.Version} }
 
-type infoServer struct {
-	name string
-}
+type infoServer struct{ name string }
 
 // Info answers at once and never touches data: virt-launcher gives it one second and aborts (the
 // pod fails) on any error (manager.go processSideCarSocket).

@@ -28,38 +28,32 @@ func recoverInterceptor(logger *slog.Logger) grpc.UnaryServerInterceptor {
 	}
 }
 
-// logInterceptor writes one line per call: method, version, duration and outcome. The outcome is
-// what the client got: a call whose context ended (deadline passed, client gone) is reported as
-// such, and returns the context's status even when the handler finished without error, since
-// virt-launcher has stopped waiting for it (a handler that ran seconds past its deadline once logged
-// "ok"). It also marks the call as served, for the refusal log (refused.go).
+// logInterceptor writes one line per call. The outcome is what the client got: a call whose context
+// ended (deadline passed, client gone) is reported as such, and returns the context's status even when
+// the handler finished without error, since virt-launcher has stopped waiting for it. It also marks the
+// call as served, for the refusal log (refused.go).
 func logInterceptor(logger *slog.Logger) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		markServed(ctx)
 		start := time.Now()
 		resp, err := handler(ctx, req)
-		attrs := []any{
-			"hook", path.Base(info.FullMethod),
-			"service", path.Dir(info.FullMethod),
-			"duration", time.Since(start),
+		attrs := []any{"hook", path.Base(info.FullMethod), "service", path.Dir(info.FullMethod), "duration", time.Since(start)}
+		ctxErr := ctx.Err()
+		if ctxErr != nil && err == nil {
+			resp, err = nil, status.FromContextError(ctxErr).Err()
 		}
-		outcome := "ok"
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			outcome = "canceled"
-			if errors.Is(ctxErr, context.DeadlineExceeded) {
-				outcome = "deadline exceeded"
-			}
-			if err == nil {
-				resp, err = nil, status.FromContextError(ctxErr).Err()
-			}
-		} else if err != nil {
-			outcome = "error"
+		switch {
+		case errors.Is(ctxErr, context.DeadlineExceeded):
+			attrs = append(attrs, "outcome", "deadline exceeded")
+		case ctxErr != nil:
+			attrs = append(attrs, "outcome", "canceled")
+		case err != nil:
+			attrs = append(attrs, "outcome", "error")
+		default:
+			logger.Info("hook call", append(attrs, "outcome", "ok")...)
+			return resp, nil
 		}
-		if err != nil {
-			logger.Warn("hook call", append(attrs, "outcome", outcome, "error", err)...)
-		} else {
-			logger.Info("hook call", append(attrs, "outcome", outcome)...)
-		}
+		logger.Warn("hook call", append(attrs, "error", err)...)
 		return resp, err
 	}
 }
