@@ -122,15 +122,24 @@ func (b *Binding) newCall(vmiJSON []byte) (*pipeline.Call, error) {
 }
 
 // done logs each warning of a successful hook call as one WARN line with fields (names only, never
-// annotation values), and hands a VMI with bound interfaces to the cache refresher.
+// annotation values), and hands a VMI with bound interfaces to the cache refresher, which writes the
+// cache off the hook's path: its fsyncs cost milliseconds that virt-launcher should not wait for.
 func (b *Binding) done(hook string, call *pipeline.Call, warnings []pipeline.Warning) {
 	vmi := call.VMI()
 	for _, w := range warnings {
 		b.log.Warn("check the VMI", "hook", hook, "vmi", vmi.Namespace+"/"+vmi.Name, "code", w.Code, "interface", w.Interface, "detail", w.Message)
 	}
-	if call.Bound() {
-		b.remember(vmi)
+	if !call.Bound() {
+		return
 	}
+	b.mu.Lock()
+	// virt-launcher calls OnDefineDomain several times with the same VMI: keeping the pointer lets
+	// the refresher see that it wrote the cache for this one already (refreshOnce).
+	if b.vmi == nil || !reflect.DeepEqual(b.vmi, vmi) {
+		b.vmi = vmi
+	}
+	b.mu.Unlock()
+	wake(b.kick)
 }
 
 // wait blocks until need reports nothing missing, up to the configured timeout. A malformed
@@ -166,19 +175,6 @@ func (b *Binding) wait(ctx context.Context, hook string, need pipeline.Need) (*d
 	return snap, nil
 }
 
-// remember records the VMI for the cache refresher and wakes it. The cache is written there, off
-// the hook's path: its fsyncs cost milliseconds that virt-launcher should not wait for.
-func (b *Binding) remember(vmi *model.VirtualMachineInstance) {
-	b.mu.Lock()
-	// virt-launcher calls OnDefineDomain several times with the same VMI: keeping the pointer lets
-	// the refresher see that it wrote the cache for this one already (refreshOnce).
-	if b.vmi == nil || !reflect.DeepEqual(b.vmi, vmi) {
-		b.vmi = vmi
-	}
-	b.mu.Unlock()
-	wake(b.kick)
-}
-
 // wake sends on a one-slot channel without blocking; a pending wake-up already covers this one.
 func wake(ch chan struct{}) {
 	select {
@@ -187,13 +183,11 @@ func wake(ch chan struct{}) {
 	}
 }
 
-// syncCache writes the interface cache for what is known now and says whether all of it was written.
+// syncCache writes the interface cache (RefreshCache runs only with one) for what is known now and
+// says whether all of it was written.
 // Failures are logged, never passed to a hook: the cache feeds vmi.status, and must never fail a VM
 // start.
 func (b *Binding) syncCache(c pipeline.Cache, generation uint64) (ok bool) {
-	if b.cfg.Cache == nil {
-		return true
-	}
 	res, err := b.cfg.Cache.Sync(c.VMIUID, c.Spec, c.Bound, c.Primary)
 	if err != nil {
 		b.log.Warn("interface cache not fully written", "vmiUID", c.VMIUID, "generation", generation, "error", err)
