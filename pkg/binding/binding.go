@@ -184,9 +184,8 @@ func wake(ch chan struct{}) {
 }
 
 // syncCache writes the interface cache (RefreshCache runs only with one) for what is known now and
-// says whether all of it was written.
-// Failures are logged, never passed to a hook: the cache feeds vmi.status, and must never fail a VM
-// start.
+// says whether all of it was written. Failures are logged, never passed to a hook: the cache feeds
+// vmi.status, and must never fail a VM start.
 func (b *Binding) syncCache(c pipeline.Cache, generation uint64) (ok bool) {
 	res, err := b.cfg.Cache.Sync(c.VMIUID, c.Spec, c.Bound, c.Primary)
 	if err != nil {
