@@ -11,9 +11,13 @@ import (
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/pipeline"
 )
 
-// printReport writes render's text output: one function per section, in this order.
+// printReport writes render's text output: the header, then one function per section, in this order.
 func printReport(w io.Writer, r *pipeline.Report) {
-	printHeader(w, r)
+	name := r.VMI.Name
+	if r.VMI.Namespace != "" {
+		name = r.VMI.Namespace + "/" + name
+	}
+	fmt.Fprintf(w, "VMI %s: %d interface(s) bound to %q\n", cmp.Or(name, "(unnamed)"), len(r.BoundInterfaces), r.BindingName)
 	for _, i := range r.Interfaces {
 		printInterface(w, i)
 	}
@@ -30,17 +34,6 @@ func printReport(w io.Writer, r *pipeline.Report) {
 		printCloudInit(w, r.CloudInit)
 	}
 	printCache(w, r.InterfaceCache)
-}
-
-func printHeader(w io.Writer, r *pipeline.Report) {
-	name := r.VMI.Name
-	if r.VMI.Namespace != "" {
-		name = r.VMI.Namespace + "/" + name
-	}
-	if name == "" {
-		name = "(unnamed)"
-	}
-	fmt.Fprintf(w, "VMI %s: %d interface(s) bound to %q\n", name, len(r.BoundInterfaces), r.BindingName)
 }
 
 func printInterface(w io.Writer, i pipeline.ReportInterface) {

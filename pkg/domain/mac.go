@@ -54,12 +54,8 @@ func SetPodNICMAC(domainXML []byte, ifaceName string, mac netval.MAC) ([]byte, P
 		insert += len(el.firstIndent)
 		text += el.firstIndent
 	}
-	out := make([]byte, 0, len(domainXML)+len(text))
-	out = append(out, domainXML[:insert]...)
-	out = append(out, text...)
-	out = append(out, domainXML[insert:]...)
 	res.Set = true
-	return out, res, nil
+	return applyEdits(domainXML, []edit{{start: insert, end: insert, text: text}}), res, nil
 }
 
 // PodNICMAC reports, without changing anything, what SetPodNICMAC would find: whether the <interface>

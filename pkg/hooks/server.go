@@ -49,10 +49,9 @@ type Config struct {
 // Server serves Info and the Callbacks services (or, built by NewPlugin, the Plugin API's domain hook) on
 // a unix socket, with grpc-go.
 type Server struct {
-	cfg    Config
-	limits Limits
-	path   string
-	log    *slog.Logger
+	cfg  Config
+	path string
+	log  *slog.Logger
 
 	grpc *grpc.Server
 	ln   net.Listener
@@ -84,10 +83,14 @@ func New(cfg Config) (*Server, error) {
 // newServer checks the socket settings and builds a Server whose services register adds: the socket
 // lifecycle, limits, interceptors and stop are the same for the hook protocol and the Plugin API.
 func newServer(cfg Config, register func(*Server, *grpc.Server)) (*Server, error) {
-	if err := validateSocketName(cfg.SocketName); err != nil {
-		return nil, err
-	}
-	if cfg.SocketDir == "" {
+	switch name := cfg.SocketName; {
+	case name == "":
+		return nil, errors.New("hooks: empty socket name")
+	case strings.ContainsRune(name, '/') || name == "." || name == "..":
+		return nil, fmt.Errorf("hooks: socket name %q must be a plain file name", name)
+	case strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return nil, fmt.Errorf("hooks: socket name %q contains control characters", name)
+	case cfg.SocketDir == "":
 		return nil, errors.New("hooks: empty socket directory")
 	}
 	path := filepath.Join(cfg.SocketDir, cfg.SocketName)
@@ -106,8 +109,8 @@ func newServer(cfg Config, register func(*Server, *grpc.Server)) (*Server, error
 		cfg.Budget = NewBudget(limits, logger)
 	}
 	life, endLife := context.WithCancel(context.Background())
-	s := &Server{cfg: cfg, limits: limits, path: path, log: logger, life: life, endLife: endLife}
-	s.grpc = grpc.NewServer(s.serverOptions()...)
+	s := &Server{cfg: cfg, path: path, log: logger, life: life, endLife: endLife}
+	s.grpc = grpc.NewServer(s.serverOptions(limits)...)
 	register(s, s.grpc)
 	return s, nil
 }
@@ -115,8 +118,7 @@ func newServer(cfg Config, register func(*Server, *grpc.Server)) (*Server, error
 // serverOptions are grpc-go's settings for a peer that may be hostile: the socket is shared with the
 // compute container, and with restartPolicy Never an out-of-memory kill is never undone. docs/design.md
 // "Transport limits" gives the bound they add up to.
-func (s *Server) serverOptions() []grpc.ServerOption {
-	l := s.limits
+func (s *Server) serverOptions(l Limits) []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.ForceServerCodecV2(newRequestCodec(l)),
 		grpc.MaxRecvMsgSize(l.RequestBytes),
@@ -147,18 +149,6 @@ func (s *Server) serverOptions() []grpc.ServerOption {
 		// The log line sees what the client got; a panic anywhere below is an Internal error.
 		grpc.ChainUnaryInterceptor(logInterceptor(s.log), recoverInterceptor(s.log), s.cfg.Budget.interceptor, s.lifeInterceptor),
 	}
-}
-
-func validateSocketName(name string) error {
-	switch {
-	case name == "":
-		return errors.New("hooks: empty socket name")
-	case strings.ContainsRune(name, '/') || name == "." || name == "..":
-		return fmt.Errorf("hooks: socket name %q must be a plain file name", name)
-	case strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }):
-		return fmt.Errorf("hooks: socket name %q contains control characters", name)
-	}
-	return nil
 }
 
 // Path is the socket's path.

@@ -106,8 +106,7 @@ func (w *Writer) Sync(vmiUID string, specIfaces []model.Interface, bound []model
 	for _, b := range bound {
 		keep[b.Name] = true
 	}
-	for _, e := range entries {
-		keep[e.Name] = true
+	for _, e := range entries { // entries are of bound interfaces: kept
 		path := filepath.Join(vmiDir, e.Name)
 		data, err := e.Encode()
 		if err != nil {
