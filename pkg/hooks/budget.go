@@ -95,9 +95,8 @@ type limitedConn struct {
 }
 
 func (c *limitedConn) Close() error {
-	err := c.Conn.Close()
-	c.release()
-	return err
+	defer c.release()
+	return c.Conn.Close()
 }
 
 // Held is what reservations hold now (tests, the bench).

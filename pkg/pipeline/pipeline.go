@@ -9,7 +9,6 @@ import (
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/cloudinit"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/domain"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 )
 
@@ -338,7 +337,7 @@ func (c *Call) merge(cloudInitData []byte, opts cloudinit.ApplyOptions, ifaces, 
 }
 
 // Cache is what the interface cache holds for one VMI: the writer (ifacecache.Writer.Sync) takes
-// these fields, and Entries gives the files it writes.
+// these fields, and ifacecache.BuildEntries gives the files it writes.
 type Cache struct {
 	VMIUID  string
 	Spec    []model.Interface
@@ -353,9 +352,4 @@ func (c *Call) Cache(snap *downwardapi.Snapshot) (Cache, error) {
 		return Cache{}, fmt.Errorf("interface cache: %w", err)
 	}
 	return Cache{VMIUID: c.vmi.UID, Spec: c.vmi.Spec.Domain.Devices.Interfaces, Bound: ifaces, Primary: model.PrimaryFamily(snap, c.opts.PodIP)}, nil
-}
-
-// Entries returns the cache files, as the writer names and encodes them.
-func (c Cache) Entries() ([]ifacecache.Entry, error) {
-	return ifacecache.BuildEntries(c.Spec, c.Bound, c.Primary)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/domain"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
@@ -161,12 +162,11 @@ func (c *Call) Report(snap *downwardapi.Snapshot) *Report {
 		}
 	}
 	failed := func(err error) *Report {
-		hook, msg := "", err.Error()
+		r.Failure = &ReportFailure{Message: err.Error()}
 		var pe *Error
 		if errors.As(err, &pe) {
-			hook = pe.Hook
+			r.Failure.Hook = pe.Hook
 		}
-		r.Failure = &ReportFailure{Hook: hook, Message: msg}
 		return r
 	}
 
@@ -214,7 +214,7 @@ func (c *Call) Report(snap *downwardapi.Snapshot) *Report {
 	// The cache refresher never fails a hook (pkg/binding RefreshCache): a problem here is a warning.
 	cache, err := c.Cache(snap)
 	if err == nil {
-		entries, entriesErr := cache.Entries()
+		entries, entriesErr := ifacecache.BuildEntries(cache.Spec, cache.Bound, cache.Primary)
 		err = entriesErr
 		for _, e := range entries {
 			raw, err := e.Encode()
