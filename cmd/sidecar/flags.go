@@ -103,8 +103,7 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), helpOut io
 		return cfg, err
 	}
 	// A flag on the command line wins over its environment twin, even a malformed one.
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	set := visited(fs)
 	if waitEnvErr != nil && !set["wait-timeout"] {
 		return cfg, waitEnvErr
 	}
@@ -131,4 +130,11 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), helpOut io
 		}
 	}
 	return cfg, nil
+}
+
+// visited names the flags given on the command line.
+func visited(fs *flag.FlagSet) map[string]bool {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set
 }

@@ -42,12 +42,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// removed, exit 0) rather than kill it with the socket left behind.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()
-	if err := serve(ctx, cfg, stderr); err != nil {
-		var logged loggedError
-		if !errors.As(err, &logged) {
-			fmt.Fprintf(stderr, "sriov-udn-binding: %v\n", err)
-		}
-		return 1
+	if serve(ctx, cfg, stderr) != nil {
+		return 1 // serve logged it
 	}
 	return 0
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,34 +11,29 @@ import (
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/pipeline"
 )
 
-// printReport writes render's text output: one function per section, in this order.
+// printReport writes render's text output: the header, then one function per section, in this order.
 func printReport(w io.Writer, r *pipeline.Report) {
-	printHeader(w, r)
+	name := r.VMI.Name
+	if r.VMI.Namespace != "" {
+		name = r.VMI.Namespace + "/" + name
+	}
+	fmt.Fprintf(w, "VMI %s: %d interface(s) bound to %q\n", cmp.Or(name, "(unnamed)"), len(r.BoundInterfaces), r.BindingName)
 	for _, i := range r.Interfaces {
 		printInterface(w, i)
 	}
 	printWarnings(w, r.Warnings)
 	printMissing(w, r.Missing)
 	if r.Failure != nil {
-		printFailure(w, r.Failure)
+		fmt.Fprintf(w, "\n== the %s hook would fail (exit code 1)\n   %s\n", r.Failure.Hook, r.Failure.Message)
 		return
 	}
-	printDomain(w, r.DomainXML)
+	if r.DomainXML != "" {
+		section(w, "libvirt domain devices (OnDefineDomain)", r.DomainXML)
+	}
 	if len(r.Interfaces) > 0 {
 		printCloudInit(w, r.CloudInit)
 	}
 	printCache(w, r.InterfaceCache)
-}
-
-func printHeader(w io.Writer, r *pipeline.Report) {
-	name := r.VMI.Name
-	if r.VMI.Namespace != "" {
-		name = r.VMI.Namespace + "/" + name
-	}
-	if name == "" {
-		name = "(unnamed)"
-	}
-	fmt.Fprintf(w, "VMI %s: %d interface(s) bound to %q\n", name, len(r.BoundInterfaces), r.BindingName)
 }
 
 func printInterface(w io.Writer, i pipeline.ReportInterface) {
@@ -90,7 +86,7 @@ func printInterface(w io.Writer, i pipeline.ReportInterface) {
 	if i.MTU > 0 {
 		fmt.Fprintf(w, "   %-10s %d\n", "MTU", i.MTU)
 	}
-	vf := "host " + orDefault(i.HostPCIAddress, "PCI address not known yet")
+	vf := "host " + cmp.Or(i.HostPCIAddress, "PCI address not known yet")
 	if i.DeviceType != "" {
 		vf += " (" + i.DeviceType + ")"
 	}
@@ -121,16 +117,6 @@ func printMissing(w io.Writer, missing []pipeline.ReportMissing) {
 	fmt.Fprintln(w, "\n== still missing: the hooks would wait for these, then fail (exit code 3)")
 	for _, m := range missing {
 		fmt.Fprintf(w, "   %s: %s\n", m.Hook, m.Text)
-	}
-}
-
-func printFailure(w io.Writer, f *pipeline.ReportFailure) {
-	fmt.Fprintf(w, "\n== the %s hook would fail (exit code 1)\n   %s\n", f.Hook, f.Message)
-}
-
-func printDomain(w io.Writer, domainXML string) {
-	if domainXML != "" {
-		section(w, "libvirt domain devices (OnDefineDomain)", domainXML)
 	}
 }
 

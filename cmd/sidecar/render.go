@@ -2,13 +2,15 @@ package main
 
 import (
 	"bytes"
-	"embed"
+	"cmp"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -19,11 +21,14 @@ import (
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/pipeline"
 )
 
-// samples are the built-in pod and VMI `render --sample` (make demo) uses: a dual-stack layer2
-// secondary UDN over an SR-IOV VF, and a localnet network whose IPAM is DHCP.
-//
-//go:embed samples/pod.json samples/vmi.json
-var samples embed.FS
+// The built-in pod and VMI `render --sample` (make demo) uses: a dual-stack layer2 secondary UDN over
+// an SR-IOV VF, and a localnet network whose IPAM is DHCP.
+var (
+	//go:embed samples/pod.json
+	samplePod []byte
+	//go:embed samples/vmi.json
+	sampleVMI []byte
+)
 
 // maxInputSize bounds the pod and VMI files render reads.
 const maxInputSize = 8 << 20
@@ -56,13 +61,6 @@ Exit codes:
 
 Flags:
 `
-
-// usageError is bad usage or unreadable input: exit code 2.
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg }
-
-func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
 
 // runRender is the operator's debugging tool: given a pod (kubectl get pod -o json) or a pod-info
 // directory and a VMI, print what the sidecar would generate.
@@ -98,13 +96,11 @@ func runRender(args []string, stdout, stderr io.Writer) int {
 		return fail(fmt.Errorf("invalid --format %q: want text or json", *format))
 	}
 	ipSource := "--pod-ip"
-	if !flagSet(fs, "pod-ip") {
+	if !visited(fs)["pod-ip"] {
 		*podIP, ipSource = os.Getenv("MY_POD_IP"), "env MY_POD_IP"
 	}
-	if *podIP != "" {
-		if !pipeline.ValidPodIP(*podIP) {
-			return fail(fmt.Errorf("invalid %s %q: want an IP address such as 10.128.0.5 or fd00::5", ipSource, *podIP))
-		}
+	if *podIP != "" && !pipeline.ValidPodIP(*podIP) {
+		return fail(fmt.Errorf("invalid %s %q: want an IP address such as 10.128.0.5 or fd00::5", ipSource, *podIP))
 	}
 
 	snap, vmi, err := renderInputs(*sample, *podFile, *podInfoDir, *deviceInfo, *vmiFile)
@@ -128,12 +124,6 @@ func runRender(args []string, stdout, stderr io.Writer) int {
 	return r.ExitCode
 }
 
-func flagSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
-}
-
 // renderFlags are the flags only render knows; the top level names them in a hint.
 var renderFlags = []string{"pod", "vmi", "sample", "format", "pod-ip"}
 
@@ -141,13 +131,8 @@ var renderFlags = []string{"pod", "vmi", "sample", "format", "pod-ip"}
 func renderHint(args []string) string {
 	for _, a := range args {
 		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !strings.HasPrefix(a, "-") {
-			continue
-		}
-		for _, f := range renderFlags {
-			if name == f {
-				return fmt.Sprintf("--%s is a flag of the render subcommand: sriov-udn-binding render %s", f, strings.Join(args, " "))
-			}
+		if strings.HasPrefix(a, "-") && slices.Contains(renderFlags, name) {
+			return fmt.Sprintf("--%s is a flag of the render subcommand: sriov-udn-binding render %s", name, strings.Join(args, " "))
 		}
 	}
 	return ""
@@ -159,21 +144,16 @@ func renderInputs(sample bool, podFile, podInfoDir, deviceInfo, vmiFile string) 
 	podFlag, vmiFlag := "--pod "+podFile, "--vmi "+vmiFile
 	switch {
 	case sample && (podFile != "" || vmiFile != "" || podInfoDir != "" || deviceInfo != ""):
-		return nil, nil, usagef("--sample uses the built-in pod and VMI: give it without --pod, --pod-info-dir, --device-info-file or --vmi")
+		return nil, nil, errors.New("--sample uses the built-in pod and VMI: give it without --pod, --pod-info-dir, --device-info-file or --vmi")
 	case sample:
 		podFlag, vmiFlag = "built-in sample pod", "built-in sample VMI"
-		if podRaw, err = samples.ReadFile("samples/pod.json"); err != nil {
-			return nil, nil, err
-		}
-		if vmiRaw, err = samples.ReadFile("samples/vmi.json"); err != nil {
-			return nil, nil, err
-		}
+		podRaw, vmiRaw = samplePod, sampleVMI
 	case vmiFile == "":
-		return nil, nil, usagef("--vmi FILE is required (a VirtualMachineInstance as JSON or YAML: kubectl get vmi NAME -o json), or --sample")
+		return nil, nil, errors.New("--vmi FILE is required (a VirtualMachineInstance as JSON or YAML: kubectl get vmi NAME -o json), or --sample")
 	case podFile == "" && podInfoDir == "" && deviceInfo == "":
-		return nil, nil, usagef("--pod FILE is required (the virt-launcher Pod as JSON or YAML: kubectl get pod NAME -o json), or --pod-info-dir DIR")
+		return nil, nil, errors.New("--pod FILE is required (the virt-launcher Pod as JSON or YAML: kubectl get pod NAME -o json), or --pod-info-dir DIR")
 	case podFile != "" && (podInfoDir != "" || deviceInfo != ""):
-		return nil, nil, usagef("give either --pod or --pod-info-dir/--device-info-file, not both")
+		return nil, nil, errors.New("give either --pod or --pod-info-dir/--device-info-file, not both")
 	default:
 		if vmiRaw, err = readInput("--vmi", vmiFile, "a VirtualMachineInstance object"); err != nil {
 			return nil, nil, err
@@ -186,12 +166,12 @@ func renderInputs(sample bool, podFile, podInfoDir, deviceInfo, vmiFile string) 
 	}
 	vmi, err := decodeVMI(vmiRaw)
 	if err != nil {
-		return nil, nil, usagef("%s: %v", vmiFlag, err)
+		return nil, nil, fmt.Errorf("%s: %w", vmiFlag, err)
 	}
 	if podRaw != nil {
 		snap, err := snapshotFromPod(podRaw)
 		if err != nil {
-			return nil, nil, usagef("%s: %v", podFlag, err)
+			return nil, nil, fmt.Errorf("%s: %w", podFlag, err)
 		}
 		return snap, vmi, nil
 	}
@@ -203,7 +183,7 @@ func renderInputs(sample bool, podFile, podInfoDir, deviceInfo, vmiFile string) 
 	}
 	snap, err := binding.ReadOnce(binding.Sources{DeviceInfoFile: deviceInfo, PodInfoDir: podInfoDir})
 	if err != nil {
-		return nil, nil, usagef("--pod-info-dir %s: %v", podInfoDir, err)
+		return nil, nil, fmt.Errorf("--pod-info-dir %s: %w", podInfoDir, err)
 	}
 	return snap, vmi, nil
 }
@@ -216,11 +196,11 @@ func checkPath(flagName, path string, wantDir bool) error {
 	st, err := os.Stat(path)
 	switch {
 	case err != nil:
-		return usagef("%s %s: %v", flagName, path, unwrapPathError(err))
+		return fmt.Errorf("%s %s: %w", flagName, path, unwrapPathError(err))
 	case wantDir && !st.IsDir():
-		return usagef("%s %s: not a directory: want the DownwardAPI volume's directory (files labels, annotations)", flagName, path)
+		return fmt.Errorf("%s %s: not a directory: want the DownwardAPI volume's directory (files labels, annotations)", flagName, path)
 	case !wantDir && st.IsDir():
-		return usagef("%s %s: is a directory: want the device-info file", flagName, path)
+		return fmt.Errorf("%s %s: is a directory: want the device-info file", flagName, path)
 	}
 	return nil
 }
@@ -237,25 +217,25 @@ func unwrapPathError(err error) error {
 func readInput(flagName, path, want string) ([]byte, error) {
 	st, err := os.Stat(path)
 	if err != nil {
-		return nil, usagef("%s %s: %v", flagName, path, unwrapPathError(err))
+		return nil, fmt.Errorf("%s %s: %w", flagName, path, unwrapPathError(err))
 	}
 	if st.IsDir() {
-		return nil, usagef("%s %s: is a directory: want a file holding %s as JSON or YAML", flagName, path, want)
+		return nil, fmt.Errorf("%s %s: is a directory: want a file holding %s as JSON or YAML", flagName, path, want)
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, usagef("%s %s: %v", flagName, path, unwrapPathError(err))
+		return nil, fmt.Errorf("%s %s: %w", flagName, path, unwrapPathError(err))
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxInputSize+1))
 	if err != nil {
-		return nil, usagef("%s %s: %v", flagName, path, unwrapPathError(err))
+		return nil, fmt.Errorf("%s %s: %w", flagName, path, unwrapPathError(err))
 	}
 	if len(data) > maxInputSize {
-		return nil, usagef("%s %s: larger than %d bytes: want %s", flagName, path, maxInputSize, want)
+		return nil, fmt.Errorf("%s %s: larger than %d bytes: want %s", flagName, path, maxInputSize, want)
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, usagef("%s %s: the file is empty: want %s as JSON or YAML", flagName, path, want)
+		return nil, fmt.Errorf("%s %s: the file is empty: want %s as JSON or YAML", flagName, path, want)
 	}
 	return data, nil
 }
@@ -266,7 +246,7 @@ func readInput(flagName, path, want string) ([]byte, error) {
 func objectJSON(raw []byte, kind, required, howToGet string) ([]byte, error) {
 	var doc any
 	if err := yaml.Unmarshal(raw, &doc); err != nil {
-		return nil, fmt.Errorf("not JSON or YAML: %v", err)
+		return nil, fmt.Errorf("not JSON or YAML: %w", err)
 	}
 	obj, ok := doc.(map[string]any)
 	if !ok {
@@ -282,7 +262,7 @@ func objectJSON(raw []byte, kind, required, howToGet string) ([]byte, error) {
 	}
 	got, _ := obj["kind"].(string)
 	if items, ok := obj["items"].([]any); ok || strings.HasSuffix(got, "List") {
-		return nil, fmt.Errorf("a %s of %d items: want one %s object; take one with %s, or jq '.items[0]'", orDefault(got, "List"), len(items), kind, howToGet)
+		return nil, fmt.Errorf("a %s of %d items: want one %s object; take one with %s, or jq '.items[0]'", cmp.Or(got, "List"), len(items), kind, howToGet)
 	}
 	switch {
 	case got == "VirtualMachine" && kind == "VirtualMachineInstance":
@@ -294,13 +274,6 @@ func objectJSON(raw []byte, kind, required, howToGet string) ([]byte, error) {
 		return nil, fmt.Errorf("no %s object: want a %s object (%s)", required, kind, howToGet)
 	}
 	return json.Marshal(obj)
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 func decodeVMI(raw []byte) (*model.VirtualMachineInstance, error) {

@@ -9,15 +9,7 @@ import (
 // FuzzRender feeds arbitrary pod and VMI documents (JSON or YAML) through render's decoding and the
 // whole pure pipeline: an error or output, never a panic.
 func FuzzRender(f *testing.F) {
-	pod, err := samples.ReadFile("samples/pod.json")
-	if err != nil {
-		f.Fatal(err)
-	}
-	vmi, err := samples.ReadFile("samples/vmi.json")
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(pod, vmi)
+	f.Add(samplePod, sampleVMI)
 	f.Add([]byte("kind: Pod\nmetadata:\n  annotations:\n    k8s.ovn.org/pod-networks: '{\"a/b\":{}}'\n"), []byte("spec: {domain: {devices: {interfaces: [{name: x, binding: {name: sriov-udn}}]}}, networks: [{name: x, multus: {networkName: b}}]}"))
 	f.Add([]byte("{"), []byte("- 1\n- 2"))
 	f.Fuzz(func(t *testing.T, podRaw, vmiRaw []byte) {

@@ -1,14 +1,17 @@
 package binding
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"reflect"
 	"sync"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache"
@@ -68,11 +71,7 @@ func New(cfg Config) (*Binding, error) {
 	if cfg.WaitTimeout <= 0 {
 		return nil, fmt.Errorf("binding: wait timeout %s must be positive", cfg.WaitTimeout)
 	}
-	logger := cfg.Logger
-	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	return &Binding{cfg: cfg, log: logger, kick: make(chan struct{}, 1)}, nil
+	return &Binding{cfg: cfg, log: cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)), kick: make(chan struct{}, 1)}, nil
 }
 
 // OnDefineDomain adds one <hostdev> per bound VF, waiting for device-info if it is not there yet.
@@ -126,15 +125,24 @@ func (b *Binding) newCall(vmiJSON []byte) (*pipeline.Call, error) {
 }
 
 // done logs each warning of a successful hook call as one WARN line with fields (names only, never
-// annotation values), and hands a VMI with bound interfaces to the cache refresher.
+// annotation values), and hands a VMI with bound interfaces to the cache refresher, which writes the
+// cache off the hook's path: its fsyncs cost milliseconds that virt-launcher should not wait for.
 func (b *Binding) done(hook string, call *pipeline.Call, warnings []pipeline.Warning) {
 	vmi := call.VMI()
 	for _, w := range warnings {
 		b.log.Warn("check the VMI", "hook", hook, "vmi", vmi.Namespace+"/"+vmi.Name, "code", w.Code, "interface", w.Interface, "detail", w.Message)
 	}
-	if call.Bound() {
-		b.remember(vmi)
+	if !call.Bound() {
+		return
 	}
+	b.mu.Lock()
+	// virt-launcher calls OnDefineDomain several times with the same VMI: keeping the pointer lets
+	// the refresher see that it wrote the cache for this one already (refreshOnce).
+	if b.vmi == nil || !reflect.DeepEqual(b.vmi, vmi) {
+		b.vmi = vmi
+	}
+	b.mu.Unlock()
+	wake(b.kick)
 }
 
 // wait blocks until need reports nothing missing, up to the configured timeout. A malformed
@@ -170,19 +178,6 @@ func (b *Binding) wait(ctx context.Context, hook string, need pipeline.Need) (*d
 	return snap, nil
 }
 
-// remember records the VMI for the cache refresher and wakes it. The cache is written there, off
-// the hook's path: its fsyncs cost milliseconds that virt-launcher should not wait for.
-func (b *Binding) remember(vmi *model.VirtualMachineInstance) {
-	b.mu.Lock()
-	// virt-launcher calls OnDefineDomain several times with the same VMI: keeping the pointer lets
-	// the refresher see that it wrote the cache for this one already (refreshOnce).
-	if b.vmi == nil || !reflect.DeepEqual(b.vmi, vmi) {
-		b.vmi = vmi
-	}
-	b.mu.Unlock()
-	wake(b.kick)
-}
-
 // wake sends on a one-slot channel without blocking; a pending wake-up already covers this one.
 func wake(ch chan struct{}) {
 	select {
@@ -191,19 +186,10 @@ func wake(ch chan struct{}) {
 	}
 }
 
-func (b *Binding) current() *model.VirtualMachineInstance {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.vmi
-}
-
-// syncCache writes the interface cache for what is known now and says whether all of it was written.
-// Failures are logged, never passed to a hook: the cache feeds vmi.status, and must never fail a VM
-// start.
+// syncCache writes the interface cache (RefreshCache runs only with one) for what is known now and
+// says whether all of it was written. Failures are logged, never passed to a hook: the cache feeds
+// vmi.status, and must never fail a VM start.
 func (b *Binding) syncCache(c pipeline.Cache, generation uint64) (ok bool) {
-	if b.cfg.Cache == nil {
-		return true
-	}
 	res, err := b.cfg.Cache.Sync(c.VMIUID, c.Spec, c.Bound, c.Primary)
 	if err != nil {
 		b.log.Warn("interface cache not fully written", "vmiUID", c.VMIUID, "generation", generation, "error", err)
@@ -219,8 +205,8 @@ func (b *Binding) syncCache(c pipeline.Cache, generation uint64) (ok bool) {
 }
 
 // Retry delays after a failed cache write (ENOSPC, a read-only or blocked directory): doubled per
-// failure up to the maximum, reset by a success. No timer exists while nothing failed, so an idle
-// sidecar uses no CPU.
+// failure up to the maximum, reset by a success. Only a failure arms a timer, so an idle sidecar
+// uses no CPU.
 const (
 	cacheRetryFirst = time.Second
 	cacheRetryMax   = time.Minute
@@ -248,38 +234,23 @@ func (b *Binding) RefreshCache(ctx context.Context) {
 		}
 	}()
 	var (
-		retry   *time.Timer // nil while nothing failed
-		retryC  <-chan time.Time
+		retry   <-chan time.Time // nil while nothing failed
 		backoff time.Duration
 	)
-	defer func() {
-		if retry != nil {
-			retry.Stop()
-		}
-	}()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-b.kick:
 		case <-changed:
-		case <-retryC:
+		case <-retry:
 		}
 		if b.refreshOnce() {
-			backoff = 0
-			if retry != nil {
-				retry.Stop()
-				retry, retryC = nil, nil
-			}
+			backoff, retry = 0, nil
 			continue
 		}
 		backoff = min(max(2*backoff, cacheRetryFirst), cacheRetryMax)
-		if retry == nil {
-			retry = time.NewTimer(backoff)
-			retryC = retry.C
-		} else {
-			retry.Reset(backoff)
-		}
+		retry = time.After(backoff)
 		b.log.Info("interface cache write retry scheduled", "in", backoff)
 	}
 }
@@ -294,7 +265,9 @@ func (b *Binding) refreshOnce() (ok bool) {
 			ok = true // a retry would panic again; the next hook call or data change tries anew
 		}
 	}()
-	vmi := b.current()
+	b.mu.Lock()
+	vmi := b.vmi
+	b.mu.Unlock()
 	if vmi == nil {
 		return true // no hook call yet: the VMI is unknown
 	}
@@ -365,4 +338,50 @@ func ReadOnce(src Sources) (*downwardapi.Snapshot, error) {
 // CacheDir is the interface cache writer rooted at dir (KubeVirt's layout <dir>/<vmi-uid>/<iface>).
 func CacheDir(dir string, logger *slog.Logger) CacheWriter {
 	return ifacecache.NewWriter(dir, logger)
+}
+
+// vmiError is a VMI payload from virt-launcher that does not decode.
+type vmiError struct{ err error }
+
+func (e *vmiError) Error() string { return "VMI from virt-launcher: " + e.err.Error() }
+func (e *vmiError) Unwrap() error { return e.err }
+
+// statusError is the gRPC status virt-launcher gets (and logs) for a failed hook: the code from codeOf,
+// the error's own message (the pipeline's, which `render` prints too). Every hook returns its failures
+// through it.
+func statusError(err error) error {
+	return status.Error(codeOf(err), err.Error())
+}
+
+// codeOf is the one map from error kinds to gRPC codes:
+//   - a pipeline.Error: InvalidArgument for a wrong payload (VMI, domain XML, cloud-init data), else
+//     FailedPrecondition (the payloads are fine, what they and the annotations say cannot be served);
+//   - a VMI that does not decode: InvalidArgument;
+//   - data still missing when the wait ends (downwardapi.MissingError): Canceled when the caller went
+//     away, else DeadlineExceeded (the wait timeout, or the watcher closed under it);
+//   - a context that ended: Canceled or DeadlineExceeded, as status.FromContextError says;
+//   - anything else (a bug): Internal.
+func codeOf(err error) codes.Code {
+	var (
+		pe      *pipeline.Error
+		bad     *vmiError
+		missing *downwardapi.MissingError
+	)
+	switch {
+	case errors.As(err, &pe):
+		if pe.Kind == pipeline.InvalidInput {
+			return codes.InvalidArgument
+		}
+		return codes.FailedPrecondition
+	case errors.As(err, &bad):
+		return codes.InvalidArgument
+	case errors.As(err, &missing):
+		if errors.Is(err, context.Canceled) {
+			return codes.Canceled
+		}
+		return codes.DeadlineExceeded
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return status.FromContextError(err).Code()
+	}
+	return codes.Internal
 }

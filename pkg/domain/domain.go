@@ -28,18 +28,14 @@ var (
 // WiredByKubeVirt reports whether the domain already has an <interface> whose alias is
 // ua-<ifaceName>: KubeVirt wires a binding plugin's NIC itself when the binding is registered with
 // domainAttachmentType tap or managedTap (pkg/virt-launcher/virtwrap/converter/network/configurator.go).
-func WiredByKubeVirt(domainXML []byte, ifaceName string) (bool, error) {
+func (doc *Document) WiredByKubeVirt(ifaceName string) (bool, error) {
 	if err := validateIfaceName(ifaceName); err != nil {
-		return false, err
-	}
-	doc, err := parseDocument(context.Background(), domainXML)
-	if err != nil {
 		return false, err
 	}
 	return doc.wiredByKubeVirt(ifaceName), nil
 }
 
-func (doc *document) wiredByKubeVirt(ifaceName string) bool {
+func (doc *Document) wiredByKubeVirt(ifaceName string) bool {
 	if doc.devices == nil {
 		return false
 	}
@@ -48,7 +44,16 @@ func (doc *document) wiredByKubeVirt(ifaceName string) bool {
 	})
 }
 
-// Apply returns domainXML with one <hostdev> per bound interface that needs one; interfaces KubeVirt
+// Apply parses domainXML and applies ifaces to it (Document.Apply).
+func Apply(domainXML []byte, ifaces []model.BoundInterface) ([]byte, error) {
+	doc, err := Parse(context.Background(), domainXML)
+	if err != nil {
+		return nil, err
+	}
+	return doc.Apply(ifaces)
+}
+
+// Apply returns the domain with one <hostdev> per bound interface that needs one; interfaces KubeVirt
 // already wired (<interface> alias ua-<name>) are skipped. virt-launcher calls OnDefineDomain several
 // times per start and feeds each call the previous result (pkg/virt-launcher/virtwrap/util/libvirt_helper.go,
 // SetDomainSpecStrWithHooks), and since #17605 (KubeVirt main, virtwrap/manager.go allocateHotplugPorts)
@@ -59,18 +64,8 @@ func (doc *document) wiredByKubeVirt(ifaceName string) bool {
 // guest address it had when the VMI sets none (the VF keeps its slot in the guest); repeats of it are
 // removed; the hostdevs of interfaces without one go after the last other device, indented like it.
 // Every byte outside the replaced hostdevs is kept, Apply is idempotent, and when nothing changes the
-// result is domainXML itself.
-func Apply(domainXML []byte, ifaces []model.BoundInterface) ([]byte, error) {
-	doc, err := parseDocument(context.Background(), domainXML)
-	if err != nil {
-		return nil, err
-	}
-	return doc.apply(domainXML, ifaces)
-}
-
-// apply is Apply on a parsed document; src is the document's source.
-func (doc *document) apply(domainXML []byte, ifaces []model.BoundInterface) ([]byte, error) {
-
+// result is the parsed source itself.
+func (doc *Document) Apply(ifaces []model.BoundInterface) ([]byte, error) {
 	seen := make(map[string]bool, len(ifaces))
 	var needed []model.BoundInterface
 	for _, iface := range ifaces {
@@ -87,13 +82,12 @@ func (doc *document) apply(domainXML []byte, ifaces []model.BoundInterface) ([]b
 		needed = append(needed, iface)
 	}
 	if len(needed) == 0 {
-		return domainXML, nil
+		return doc.src, nil
 	}
 	if doc.devices == nil {
 		return nil, fmt.Errorf("%w: no <devices> element to add hostdevs for interface %q to", ErrMalformedDomain, needed[0].Name)
 	}
 
-	aliases := make(map[string]string, len(needed))            // hostdev alias -> interface name
 	hostPCI := make(map[netval.PCIAddress]string, len(needed)) // host PCI address -> interface name
 	var hostdevs []hostdevXML
 	for _, iface := range needed {
@@ -107,17 +101,16 @@ func (doc *document) apply(domainXML []byte, ifaces []model.BoundInterface) ([]b
 				ErrInvalidInterface, other, iface.Name, iface.HostPCIAddress)
 		}
 		hostPCI[key] = iface.Name
-		aliases[HostdevAlias(iface.Name)] = iface.Name
 		hostdevs = append(hostdevs, hostdevXML{name: iface.Name, hostdev: hd})
 	}
-	return splice(domainXML, doc.devices, hostdevs, aliases)
+	return splice(doc.src, doc.devices, hostdevs)
 }
 
 // splice puts the hostdevs into <devices>: a hostdev child with one of the given aliases is kept when it
 // already says what ours says (sameHostdev), else replaced in place (with its guest address when ours has
 // none); later children with that alias are removed with the whitespace before them; hostdevs with no
 // such child go after the last remaining device.
-func splice(src []byte, devs *devicesElement, hostdevs []hostdevXML, aliases map[string]string) ([]byte, error) {
+func splice(src []byte, devs *devicesElement, hostdevs []hostdevXML) ([]byte, error) {
 	byAlias := make(map[string]*hostdevXML, len(hostdevs))
 	for i := range hostdevs {
 		byAlias[HostdevAlias(hostdevs[i].name)] = &hostdevs[i]
@@ -128,31 +121,34 @@ func splice(src []byte, devs *devicesElement, hostdevs []hostdevXML, aliases map
 	)
 	placed := make(map[string]bool, len(hostdevs))
 	for _, d := range devs.children {
-		owner, ours := aliases[d.alias]
+		hd, ours := byAlias[d.alias]
 		switch {
 		case ours && d.element == "hostdev" && placed[d.alias]:
 			edits = append(edits, edit{start: d.leadStart, end: d.end})
 		case ours && d.element == "hostdev":
 			placed[d.alias] = true
 			kept = append(kept, d)
-			hd := byAlias[d.alias]
-			have, parsed := parseHostdev(src[d.start:d.end])
+			// libvirtxml refuses some hostdevs (no mode=): such a one is replaced.
+			have := &libvirtxml.DomainHostdev{}
+			parsed := xml.Unmarshal(src[d.start:d.end], have) == nil
 			if parsed && sameHostdev(have, hd.hostdev) {
 				continue
 			}
 			if parsed && hd.hostdev.Address == nil && have.Address != nil && have.Address.PCI != nil {
 				hd.hostdev.Address = &libvirtxml.DomainAddress{PCI: have.Address.PCI}
 			}
-			text, err := renderInPlace(d, hd, indentUnit(devs))
+			// Indented as d is: its lead's last line.
+			indent, indented := afterLastBreak(d.lead)
+			text, err := marshalHostdev(*hd, indented, indent, indentUnit(devs))
 			if err != nil {
 				return nil, err
 			}
-			edits = append(edits, edit{start: d.start, end: d.end, text: text})
+			edits = append(edits, edit{start: d.start, end: d.end, text: strings.TrimPrefix(text, indent)})
 		case ours:
 			// libvirt rejects duplicate aliases, and KubeVirt's NetStat would report this device as
 			// our interface: refuse rather than define a domain that fails or misreports.
 			return nil, fmt.Errorf("%w: interface %q: the domain already has a <%s> with alias %q",
-				ErrAliasConflict, owner, d.element, d.alias)
+				ErrAliasConflict, hd.name, d.element, d.alias)
 		default:
 			kept = append(kept, d)
 		}
@@ -195,15 +191,6 @@ func splice(src []byte, devs *devicesElement, hostdevs []hostdevXML, aliases map
 	return applyEdits(src, edits), nil
 }
 
-// parseHostdev reads one <hostdev> element with libvirtxml; false when libvirtxml refuses it (no mode, ...).
-func parseHostdev(element []byte) (*libvirtxml.DomainHostdev, bool) {
-	var hd libvirtxml.DomainHostdev
-	if err := xml.Unmarshal(element, &hd); err != nil {
-		return nil, false
-	}
-	return &hd, true
-}
-
 // sameHostdev reports whether have, a hostdev with our alias found in the domain, already says everything
 // want says: a PCI subsystem hostdev of the same VF, managed the same, with the same boot order, and at
 // want's guest address when want has one. What want leaves to libvirt (the guest address when the VMI sets
@@ -239,16 +226,14 @@ func samePCI(a, b *libvirtxml.DomainAddressPCI) bool {
 	return v(a.Domain) == v(b.Domain) && v(a.Bus) == v(b.Bus) && v(a.Slot) == v(b.Slot) && v(a.Function) == v(b.Function)
 }
 
-// renderInPlace marshals hd to replace the element d, indented as d is (its lead's last line).
-func renderInPlace(d device, hd *hostdevXML, unit string) (string, error) {
-	indent, indented := afterLastBreak(d.lead)
+// marshalHostdev marshals hd, each line after indent with unit per level when indented, else on one line.
+func marshalHostdev(hd hostdevXML, indented bool, indent, unit string) (string, error) {
 	var (
 		raw []byte
 		err error
 	)
 	if indented {
 		raw, err = xml.MarshalIndent(hd.hostdev, indent, unit)
-		raw = bytes.TrimPrefix(raw, []byte(indent))
 	} else {
 		raw, err = xml.Marshal(hd.hostdev)
 	}
@@ -356,20 +341,93 @@ func afterLastBreak(lead string) (string, bool) {
 func (l layout) render(hostdevs []hostdevXML) (string, error) {
 	var b strings.Builder
 	for _, hd := range hostdevs {
-		var (
-			raw []byte
-			err error
-		)
-		if l.indented {
-			raw, err = xml.MarshalIndent(hd.hostdev, l.childIndent, l.unit)
-			b.WriteString("\n")
-		} else {
-			raw, err = xml.Marshal(hd.hostdev)
-		}
+		text, err := marshalHostdev(hd, l.indented, l.childIndent, l.unit)
 		if err != nil {
-			return "", fmt.Errorf("interface %q: marshal hostdev: %w", hd.name, err)
+			return "", err
 		}
-		b.Write(raw)
+		if l.indented {
+			b.WriteString("\n")
+		}
+		b.WriteString(text)
 	}
 	return b.String(), nil
+}
+
+const (
+	// userAliasPrefix marks a user-defined libvirt alias; KubeVirt's api.Alias strips it on unmarshal
+	// (pkg/virt-launcher/virtwrap/api/schema.go, UserAliasPrefix).
+	userAliasPrefix = "ua-"
+	// sriovAliasPrefix is what KubeVirt's NetStat looks for to report a hostdev as the VMI interface
+	// named by the rest of the alias (pkg/network/deviceinfo/sriov.go, SRIOVAliasPrefix;
+	// pkg/network/setup/netstat.go, sriovIfacesStatusFromDomainHostDevices).
+	sriovAliasPrefix = "sriov-"
+
+	deviceTypePCI = "pci"
+)
+
+// HostdevAlias is the libvirt alias of the hostdev that carries interface ifaceName's VF.
+func HostdevAlias(ifaceName string) string {
+	return userAliasPrefix + sriovAliasPrefix + ifaceName
+}
+
+// interfaceAlias is the alias KubeVirt gives an <interface> it wires for VMI interface ifaceName.
+func interfaceAlias(ifaceName string) string {
+	return userAliasPrefix + ifaceName
+}
+
+func validateIfaceName(name string) error {
+	// KubeVirt's rule is a subset of what libvirt accepts in a user alias.
+	if !model.ValidInterfaceName(name) {
+		return fmt.Errorf("%w: interface name %q: want letters, digits, '-' or '_' (KubeVirt's own rule)", ErrInvalidInterface, name)
+	}
+	return nil
+}
+
+// newHostdev builds the <hostdev> for one bound interface from its device-info and VMI spec.
+func newHostdev(iface model.BoundInterface) (*libvirtxml.DomainHostdev, error) {
+	if iface.DeviceType != "" && iface.DeviceType != deviceTypePCI {
+		return nil, fmt.Errorf("%w: interface %q (network %q): device-info type %q, only %q can be a hostdev",
+			ErrUnsupportedDeviceType, iface.Name, iface.Network, iface.DeviceType, deviceTypePCI)
+	}
+	if iface.HostPCIAddress == "" {
+		return nil, fmt.Errorf("%w: interface %q (network %q): no device-info PCI address",
+			ErrMissingDeviceInfo, iface.Name, iface.Network)
+	}
+	host, err := parsePCIAddress(iface.HostPCIAddress)
+	if err != nil {
+		return nil, fmt.Errorf("interface %q (network %q): device-info pci-address: %w", iface.Name, iface.Network, err)
+	}
+	hostdev := &libvirtxml.DomainHostdev{
+		Managed: "no", // the VF is bound to vfio-pci by the device plugin, not by libvirt
+		SubsysPCI: &libvirtxml.DomainHostdevSubsysPCI{
+			Source: &libvirtxml.DomainHostdevSubsysPCISource{Address: host},
+		},
+		Alias: &libvirtxml.DomainAlias{Name: HostdevAlias(iface.Name)},
+	}
+	if iface.GuestPCIAddress != "" {
+		guest, err := parsePCIAddress(iface.GuestPCIAddress)
+		if err != nil {
+			return nil, fmt.Errorf("interface %q (network %q): VMI pciAddress: %w", iface.Name, iface.Network, err)
+		}
+		hostdev.Address = &libvirtxml.DomainAddress{PCI: guest}
+	}
+	if iface.BootOrder != nil {
+		if *iface.BootOrder == 0 {
+			return nil, fmt.Errorf("%w: interface %q (network %q): VMI bootOrder 0, want >= 1",
+				ErrInvalidInterface, iface.Name, iface.Network)
+		}
+		hostdev.Boot = &libvirtxml.DomainDeviceBoot{Order: *iface.BootOrder}
+	}
+	return hostdev, nil
+}
+
+// parsePCIAddress converts "0000:65:00.2" into libvirt's PCI address; the rule (widths, slot and
+// function bounds) is pkg/netval's, the same that downwardapi and model applied at the input.
+func parsePCIAddress(s string) (*libvirtxml.DomainAddressPCI, error) {
+	a, err := netval.ParsePCIAddress(s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidPCIAddress, err)
+	}
+	domain, bus, slot, function := uint(a.Domain), uint(a.Bus), uint(a.Slot), uint(a.Function)
+	return &libvirtxml.DomainAddressPCI{Domain: &domain, Bus: &bus, Slot: &slot, Function: &function}, nil
 }

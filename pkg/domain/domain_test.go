@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"context"
 	"encoding/xml"
 	"fmt"
 	"strings"
@@ -507,6 +508,14 @@ func TestApply_RejectsBadInput_WithAnErrorNamingIt(t *testing.T) {
 	}
 }
 
+func wiredByKubeVirt(domainXML, ifaceName string) (bool, error) {
+	doc, err := Parse(context.Background(), []byte(domainXML))
+	if err != nil {
+		return false, err
+	}
+	return doc.WiredByKubeVirt(ifaceName)
+}
+
 func TestWiredByKubeVirt(t *testing.T) {
 	tests := []struct {
 		name, xml, iface string
@@ -535,7 +544,7 @@ func TestWiredByKubeVirt(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := WiredByKubeVirt([]byte(tt.xml), tt.iface)
+			got, err := wiredByKubeVirt(tt.xml, tt.iface)
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, got)
 		})
@@ -543,9 +552,9 @@ func TestWiredByKubeVirt(t *testing.T) {
 }
 
 func TestWiredByKubeVirt_Errors(t *testing.T) {
-	_, err := WiredByKubeVirt([]byte("<domain>"), "udn")
+	_, err := wiredByKubeVirt("<domain>", "udn")
 	assert.ErrorIs(t, err, ErrMalformedDomain)
-	_, err = WiredByKubeVirt([]byte(kubevirtDomain), "a b")
+	_, err = wiredByKubeVirt(kubevirtDomain, "a b")
 	assert.ErrorIs(t, err, ErrInvalidInterface)
 }
 

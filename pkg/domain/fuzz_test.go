@@ -51,9 +51,9 @@ func FuzzApply(f *testing.F) {
 			t.Fatalf("second Apply changed the output:\n%s\n---\n%s", out, again)
 		}
 
-		srcDoc, err := parseDocument(context.Background(), src)
+		srcDoc, err := Parse(context.Background(), src)
 		if err != nil {
-			t.Fatalf("Apply accepted input parseDocument rejects: %v", err)
+			t.Fatalf("Apply accepted input Parse rejects: %v", err)
 		}
 		if srcDoc.wiredByKubeVirt(name) {
 			if !bytes.Equal(src, out) {
@@ -61,15 +61,15 @@ func FuzzApply(f *testing.F) {
 			}
 			return
 		}
-		outDoc, err := parseDocument(context.Background(), out)
+		outDoc, err := Parse(context.Background(), out)
 		if err != nil {
-			t.Fatalf("output rejected by parseDocument: %v", err)
+			t.Fatalf("output rejected by Parse: %v", err)
 		}
 		assertOnlyOurHostdevChanged(t, src, srcDoc, out, outDoc, HostdevAlias(name))
 	})
 }
 
-// wellFormed checks XML well-formedness with a plain decoder, independently of parseDocument.
+// wellFormed checks XML well-formedness with a plain decoder, independently of Parse.
 func wellFormed(doc []byte) error {
 	dec := xml.NewDecoder(bytes.NewReader(doc))
 	for {
@@ -83,7 +83,7 @@ func wellFormed(doc []byte) error {
 	}
 }
 
-func assertOnlyOurHostdevChanged(t *testing.T, src []byte, srcDoc *document, out []byte, outDoc *document, alias string) {
+func assertOnlyOurHostdevChanged(t *testing.T, src []byte, srcDoc *Document, out []byte, outDoc *Document, alias string) {
 	t.Helper()
 	sd, od := srcDoc.devices, outDoc.devices
 	if !bytes.Equal(src[:sd.startTagStart], out[:od.startTagStart]) {

@@ -31,11 +31,11 @@ func SetPodNICMAC(domainXML []byte, ifaceName string, mac netval.MAC) ([]byte, P
 	if mac.IsZero() {
 		return nil, res, fmt.Errorf("%w: interface %q: no MAC to set", ErrInvalidInterface, ifaceName)
 	}
-	doc, err := parseDocument(context.Background(), domainXML)
+	doc, err := Parse(context.Background(), domainXML)
 	if err != nil {
 		return nil, res, err
 	}
-	el, d, found, err := doc.podNIC(domainXML, ifaceName)
+	el, d, found, err := doc.podNIC(ifaceName)
 	if err != nil {
 		return nil, res, err
 	}
@@ -54,22 +54,18 @@ func SetPodNICMAC(domainXML []byte, ifaceName string, mac netval.MAC) ([]byte, P
 		insert += len(el.firstIndent)
 		text += el.firstIndent
 	}
-	out := make([]byte, 0, len(domainXML)+len(text))
-	out = append(out, domainXML[:insert]...)
-	out = append(out, text...)
-	out = append(out, domainXML[insert:]...)
 	res.Set = true
-	return out, res, nil
+	return applyEdits(domainXML, []edit{{start: insert, end: insert, text: text}}), res, nil
 }
 
 // PodNICMAC reports, without changing anything, what SetPodNICMAC would find: whether the <interface>
 // aliased ua-<ifaceName> exists and the MAC it has.
-func (d *Document) PodNICMAC(ifaceName string) (PodNICMAC, error) {
+func (doc *Document) PodNICMAC(ifaceName string) (PodNICMAC, error) {
 	var res PodNICMAC
 	if err := validateIfaceName(ifaceName); err != nil {
 		return res, err
 	}
-	el, _, found, err := d.doc.podNIC(d.src, ifaceName)
+	el, _, found, err := doc.podNIC(ifaceName)
 	if err != nil || !found {
 		return res, err
 	}
@@ -78,7 +74,7 @@ func (d *Document) PodNICMAC(ifaceName string) (PodNICMAC, error) {
 }
 
 // podNIC finds the <interface> aliased ua-<ifaceName> and reads its start tag and <mac>.
-func (doc *document) podNIC(src []byte, ifaceName string) (interfaceElement, device, bool, error) {
+func (doc *Document) podNIC(ifaceName string) (interfaceElement, device, bool, error) {
 	if doc.devices == nil {
 		return interfaceElement{}, device{}, false, nil
 	}
@@ -87,7 +83,7 @@ func (doc *document) podNIC(src []byte, ifaceName string) (interfaceElement, dev
 		if d.element != "interface" || d.alias != alias {
 			continue
 		}
-		el, err := scanInterface(src[d.start:d.end])
+		el, err := scanInterface(doc.src[d.start:d.end])
 		if err != nil {
 			return el, d, true, fmt.Errorf("%w: <interface> %s: %w", ErrMalformedDomain, alias, err)
 		}

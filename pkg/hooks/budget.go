@@ -95,9 +95,8 @@ type limitedConn struct {
 }
 
 func (c *limitedConn) Close() error {
-	err := c.Conn.Close()
-	c.release()
-	return err
+	defer c.release()
+	return c.Conn.Close()
 }
 
 // Held is what reservations hold now (tests, the bench).
@@ -112,13 +111,12 @@ var errReceiveTimeout = errors.New("request not received in time")
 
 type reservationKey struct{}
 
-// reservation is one stream's share of the budget.
+// reservation is one stream's share of the budget; n and released are guarded by b.mu.
 type reservation struct {
 	b      *Budget
 	method string
 	timer  *time.Timer // the receive deadline, stopped when the request is whole
 
-	mu       sync.Mutex
 	n        int64
 	released bool
 }
@@ -154,13 +152,13 @@ func (b *Budget) interceptor(ctx context.Context, req any, _ *grpc.UnaryServerIn
 	if !r.timer.Stop() {
 		return nil, status.Errorf(codes.DeadlineExceeded, "%s: the request did not arrive within %s", path.Base(r.method), b.timeout)
 	}
-	r.resize(messageSize(req))
+	r.resize(messageSize(req), false)
 	resp, err := handler(ctx, req)
 	if err != nil {
-		r.resize(0)
+		r.resize(0, false)
 		return nil, err
 	}
-	r.resize(messageSize(resp))
+	r.resize(messageSize(resp), false)
 	return resp, nil
 }
 
@@ -178,54 +176,39 @@ func (b *Budget) acquire(n int64) bool {
 	return true
 }
 
-// give returns n bytes; the first time the budget has room after refusals, it says how many there were.
-func (b *Budget) give(n int64) {
+// resize makes the reservation n bytes, and with release returns it for good. A larger n is taken even
+// past the limit (the bytes exist already), and only delays the next stream. The first time the budget
+// has room after refusals, it says how many there were.
+func (r *reservation) resize(n int64, release bool) {
+	b := r.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.held -= n
+	if r.released {
+		return
+	}
+	b.held += n - r.n
+	r.n, r.released = n, release
 	if b.refused > 0 && b.held+b.reserve <= b.limit {
 		b.log.Info("request budget has room again", "refused", b.refused, "held", b.held, "budget", b.limit)
 		b.refused = 0
 	}
 }
 
-// resize makes the reservation n bytes; a larger n is taken even past the limit (the bytes exist already),
-// and only delays the next stream.
-func (r *reservation) resize(n int64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.released {
-		return
-	}
-	delta := n - r.n
-	r.n = n
-	if delta > 0 {
-		r.b.mu.Lock()
-		r.b.held += delta
-		r.b.mu.Unlock()
-	} else if delta < 0 {
-		r.b.give(-delta)
-	}
-}
-
 func (r *reservation) release() {
 	r.timer.Stop()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.released {
-		return
-	}
-	r.released = true
-	r.b.give(r.n)
+	r.resize(0, true)
 }
 
 // messageSize is a request's or an answer's encoded size (protobuf computes it from the fields' lengths).
-func messageSize(m any) int64 {
+func messageSize(m any) int64 { return int64(proto.Size(protoMessage(m))) }
+
+// protoMessage is m as a protobuf message (gRPC hands over messages of either API), or nil.
+func protoMessage(m any) proto.Message {
 	switch m := m.(type) {
 	case protoadapt.MessageV2:
-		return int64(proto.Size(m))
+		return m
 	case protoadapt.MessageV1:
-		return int64(proto.Size(protoadapt.MessageV2Of(m)))
+		return protoadapt.MessageV2Of(m)
 	}
-	return 0
+	return nil
 }

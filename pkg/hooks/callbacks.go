@@ -8,28 +8,30 @@ import (
 	hooksv1alpha3 "kubevirt.io/kubevirt/pkg/hooks/v1alpha3"
 )
 
-// Versions returns the Callbacks versions served, newest first: virt-launcher picks the newest it
-// knows (pkg/hooks/manager.go processSideCarSocket).
-func Versions() []string { return []string{hooksv1alpha3.Version, hooksv1alpha2.Version} }
-
-// HookPoints returns the hook points the sidecar subscribes to.
-func HookPoints() []string {
-	return []string{info.OnDefineDomainHookPointName, info.PreCloudInitIsoHookPointName, info.ShutdownHookPointName}
+// Handler does the work behind the Callbacks services. Implementations must be safe for concurrent
+// use and must honour ctx: it is cancelled when the call's deadline passes or the server stops.
+type Handler interface {
+	DomainMutator
+	// PreCloudInitIso returns the CloudInitData JSON and the legacy CloudInitNoCloudSource JSON to
+	// hand back (pkg/hooks/manager.go preCloudInitIsoValidateResult reads the second only when the first
+	// has no UserData or no metadata). The request's own CloudInitNoCloudSource is a copy of
+	// CloudInitData's user data and networkData (manager.go preCloudInitIsoDataToJSON): it is never
+	// decoded (codec.go), so the Handler gets CloudInitData alone.
+	PreCloudInitIso(ctx context.Context, vmiJSON, cloudInitData []byte) (newCloudInitData, noCloudSource []byte, err error)
 }
 
-type infoServer struct {
-	name string
-}
+// versions are the Callbacks versions served, newest first: virt-launcher picks the newest it knows
+// (pkg/hooks/manager.go processSideCarSocket).
+func versions() []string { return []string{hooksv1alpha3.Version, hooksv1alpha2.Version} }
+
+type infoServer struct{ name string }
 
 // Info answers at once and never touches data: virt-launcher gives it one second and aborts (the
 // pod fails) on any error (manager.go processSideCarSocket).
 func (s infoServer) Info(context.Context, *info.InfoParams) (*info.InfoResult, error) {
-	names := HookPoints()
-	points := make([]*info.HookPoint, 0, len(names))
-	for _, p := range names {
-		points = append(points, &info.HookPoint{Name: p})
-	}
-	return &info.InfoResult{Name: s.name, Versions: Versions(), HookPoints: points}, nil
+	return &info.InfoResult{Name: s.name, Versions: versions(), HookPoints: []*info.HookPoint{
+		{Name: info.OnDefineDomainHookPointName}, {Name: info.PreCloudInitIsoHookPointName}, {Name: info.ShutdownHookPointName},
+	}}, nil
 }
 
 // v1alpha3Server adapts the generated service to one Handler: it translates between KubeVirt's messages

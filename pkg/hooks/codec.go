@@ -1,6 +1,7 @@
 package hooks
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -8,8 +9,6 @@ import (
 	"google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	protobuf "google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/protoadapt"
-	"google.golang.org/protobuf/reflect/protoreflect"
 	hooksv1alpha2 "kubevirt.io/kubevirt/pkg/hooks/v1alpha2"
 	hooksv1alpha3 "kubevirt.io/kubevirt/pkg/hooks/v1alpha3"
 
@@ -80,18 +79,13 @@ func requestTooLarge(v any, size, limit int) error {
 			"(cloudInitData and cloudInitNoCloudSource), JSON-escaped ('<', '>', '&' and control bytes take 6 bytes each); " +
 			"make them smaller"
 	}
-	return &decodeLimitError{msg: msg, size: size, limit: limit}
+	return errors.New(msg)
 }
 
 // describe returns the protobuf full name of v's message type and its field names.
 func describe(v any) (string, []string) {
-	var m protoreflect.ProtoMessage
-	switch v := v.(type) {
-	case protoadapt.MessageV2:
-		m = v
-	case protoadapt.MessageV1:
-		m = protoadapt.MessageV2Of(v)
-	default:
+	m := protoMessage(v)
+	if m == nil {
 		return fmt.Sprintf("%T", v), nil
 	}
 	d := m.ProtoReflect().Descriptor()
@@ -101,11 +95,3 @@ func describe(v any) (string, []string) {
 	}
 	return string(d.FullName()), fields
 }
-
-// decodeLimitError is a request refused by requestCodec.
-type decodeLimitError struct {
-	msg         string
-	size, limit int
-}
-
-func (e *decodeLimitError) Error() string { return e.msg }

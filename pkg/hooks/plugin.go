@@ -33,6 +33,9 @@ const DefaultPluginWait = 25 * time.Second
 
 // DomainMutator is what the Plugin API server needs of the Handler: the same domain step OnDefineDomain runs.
 type DomainMutator interface {
+	// OnDefineDomain returns the domain XML to hand back to virt-launcher. virt-launcher calls it
+	// several times per VM start (pkg/virt-launcher/virtwrap/manager.go allocateHotplugPorts), so
+	// it must be idempotent.
 	OnDefineDomain(ctx context.Context, vmiJSON, domainXML []byte) ([]byte, error)
 }
 

@@ -1,16 +1,15 @@
 package hooks
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -50,10 +49,9 @@ type Config struct {
 // Server serves Info and the Callbacks services (or, built by NewPlugin, the Plugin API's domain hook) on
 // a unix socket, with grpc-go.
 type Server struct {
-	cfg    Config
-	limits Limits
-	path   string
-	log    *slog.Logger
+	cfg  Config
+	path string
+	log  *slog.Logger
 
 	grpc *grpc.Server
 	ln   net.Listener
@@ -61,11 +59,9 @@ type Server struct {
 	// still this file (another instance may have replaced it).
 	sock os.FileInfo
 
-	// life is cancelled when the server stops, so handlers waiting for data return at once.
-	life     context.Context
-	endLife  context.CancelFunc
-	stopOnce sync.Once
-	stopCh   chan struct{}
+	// life is cancelled by Stop (or a failed Serve), so handlers waiting for data return at once.
+	life    context.Context
+	endLife context.CancelFunc
 }
 
 // New validates cfg and builds a Server for the hook protocol; it does not touch the file system.
@@ -87,10 +83,14 @@ func New(cfg Config) (*Server, error) {
 // newServer checks the socket settings and builds a Server whose services register adds: the socket
 // lifecycle, limits, interceptors and stop are the same for the hook protocol and the Plugin API.
 func newServer(cfg Config, register func(*Server, *grpc.Server)) (*Server, error) {
-	if err := validateSocketName(cfg.SocketName); err != nil {
-		return nil, err
-	}
-	if cfg.SocketDir == "" {
+	switch name := cfg.SocketName; {
+	case name == "":
+		return nil, errors.New("hooks: empty socket name")
+	case strings.ContainsRune(name, '/') || name == "." || name == "..":
+		return nil, fmt.Errorf("hooks: socket name %q must be a plain file name", name)
+	case strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return nil, fmt.Errorf("hooks: socket name %q contains control characters", name)
+	case cfg.SocketDir == "":
 		return nil, errors.New("hooks: empty socket directory")
 	}
 	path := filepath.Join(cfg.SocketDir, cfg.SocketName)
@@ -100,10 +100,7 @@ func newServer(cfg Config, register func(*Server, *grpc.Server)) (*Server, error
 	if cfg.StopTimeout <= 0 {
 		cfg.StopTimeout = DefaultStopTimeout
 	}
-	logger := cfg.Logger
-	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
+	logger := cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	limits := DefaultLimits()
 	if cfg.limits != nil {
 		limits = *cfg.limits
@@ -112,8 +109,8 @@ func newServer(cfg Config, register func(*Server, *grpc.Server)) (*Server, error
 		cfg.Budget = NewBudget(limits, logger)
 	}
 	life, endLife := context.WithCancel(context.Background())
-	s := &Server{cfg: cfg, limits: limits, path: path, log: logger, life: life, endLife: endLife, stopCh: make(chan struct{})}
-	s.grpc = grpc.NewServer(s.serverOptions()...)
+	s := &Server{cfg: cfg, path: path, log: logger, life: life, endLife: endLife}
+	s.grpc = grpc.NewServer(s.serverOptions(limits)...)
 	register(s, s.grpc)
 	return s, nil
 }
@@ -121,8 +118,7 @@ func newServer(cfg Config, register func(*Server, *grpc.Server)) (*Server, error
 // serverOptions are grpc-go's settings for a peer that may be hostile: the socket is shared with the
 // compute container, and with restartPolicy Never an out-of-memory kill is never undone. docs/design.md
 // "Transport limits" gives the bound they add up to.
-func (s *Server) serverOptions() []grpc.ServerOption {
-	l := s.limits
+func (s *Server) serverOptions(l Limits) []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.ForceServerCodecV2(newRequestCodec(l)),
 		grpc.MaxRecvMsgSize(l.RequestBytes),
@@ -153,18 +149,6 @@ func (s *Server) serverOptions() []grpc.ServerOption {
 		// The log line sees what the client got; a panic anywhere below is an Internal error.
 		grpc.ChainUnaryInterceptor(logInterceptor(s.log), recoverInterceptor(s.log), s.cfg.Budget.interceptor, s.lifeInterceptor),
 	}
-}
-
-func validateSocketName(name string) error {
-	switch {
-	case name == "":
-		return errors.New("hooks: empty socket name")
-	case strings.ContainsRune(name, '/') || name == "." || name == "..":
-		return fmt.Errorf("hooks: socket name %q must be a plain file name", name)
-	case strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }):
-		return fmt.Errorf("hooks: socket name %q contains control characters", name)
-	}
-	return nil
 }
 
 // Path is the socket's path.
@@ -249,7 +233,7 @@ func (s *Server) Serve() error {
 
 	var err error
 	select {
-	case <-s.stopCh:
+	case <-s.life.Done():
 	case err = <-serveErr:
 		if err != nil {
 			err = fmt.Errorf("hooks: serve on %q: %w", s.path, err)
@@ -283,7 +267,7 @@ func (s *Server) removeOwnSocket() error {
 	return nil
 }
 
-// gracefulStop lets calls in flight finish (their contexts are already cancelled: endLife) for up to
+// gracefulStop lets calls in flight finish (their contexts are already cancelled: life) for up to
 // StopTimeout, then closes every connection (a peer that stopped reading holds a graceful stop for
 // ever). grpc-go's stop also waits for connections still in their handshake (server.go stop: serveWG),
 // at most Limits.Handshake.
@@ -305,9 +289,7 @@ func (s *Server) gracefulStop() {
 }
 
 // Stop asks Serve to return. It never blocks and may be called any number of times.
-func (s *Server) Stop() {
-	s.stopOnce.Do(func() { close(s.stopCh) })
-}
+func (s *Server) Stop() { s.endLife() }
 
 // lifeInterceptor cancels a call's context when the server stops, so a handler waiting for DownwardAPI
 // data gives up instead of holding the graceful stop.

@@ -91,7 +91,7 @@ type callbacks struct {
 	preCloudInitIso func(ctx context.Context, vmi, data, legacy []byte) (outData, outLegacy []byte, err error)
 }
 
-// callbackVersions returns a client of every Callbacks version we serve (Versions()), on conn.
+// callbackVersions returns a client of every Callbacks version we serve (versions()), on conn.
 func callbackVersions(conn *grpc.ClientConn) []callbacks {
 	v3, v2 := hooksv1alpha3.NewCallbacksClient(conn), hooksv1alpha2.NewCallbacksClient(conn)
 	return []callbacks{
@@ -125,7 +125,7 @@ func TestCallbackVersions_CoverEveryServedVersion(t *testing.T) {
 	for _, c := range callbackVersions(nil) {
 		got = append(got, c.version)
 	}
-	assert.Equal(t, Versions(), got)
+	assert.Equal(t, versions(), got)
 }
 
 func TestCallbacks_BothVersionsPassThroughUnchanged(t *testing.T) {
@@ -341,4 +341,18 @@ func TestStop_SilentClientConnected_StopsWithoutWaitingForIt(t *testing.T) {
 	r.srv.Stop()
 	r.waitStopped(t)
 	assert.Less(t, time.Since(start), r.srv.cfg.StopTimeout, "the silent connection held the stop past its handshake limit")
+}
+
+// PassThrough is the Handler that changes nothing: the domain and the cloud-init data go back
+// exactly as received, with no legacy echo: the transport tests' Handler.
+type PassThrough struct{}
+
+// OnDefineDomain returns domainXML unchanged.
+func (PassThrough) OnDefineDomain(_ context.Context, _, domainXML []byte) ([]byte, error) {
+	return domainXML, nil
+}
+
+// PreCloudInitIso returns cloudInitData unchanged.
+func (PassThrough) PreCloudInitIso(_ context.Context, _, cloudInitData []byte) ([]byte, []byte, error) {
+	return cloudInitData, nil, nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 )
@@ -106,13 +107,7 @@ func podIPs(addrs []netip.Prefix, primary model.Family) []string {
 	if primary == model.IPv6 {
 		first, second = v6, v4
 	}
-	var ips []string
-	for _, ip := range []string{first, second} {
-		if ip != "" {
-			ips = append(ips, ip)
-		}
-	}
-	return ips
+	return slices.DeleteFunc([]string{first, second}, func(ip string) bool { return ip == "" })
 }
 
 // Encode renders the entry file the way KubeVirt's writer does (pkg/network/cache/cache.go
@@ -124,4 +119,32 @@ func (e Entry) Encode() ([]byte, error) {
 		return nil, fmt.Errorf("encode cache entry for interface %q: %w", e.Name, err)
 	}
 	return buf, nil
+}
+
+// maxNameLen bounds interface names and VMI UIDs. KubeVirt itself sets no length limit on
+// interface names (pkg/network/admitter/netiface.go validateInterfaceNameFormat checks the
+// character set only), but a name becomes a file name here, and its temp twin
+// ("." + name + ".tmp-" + up to 10 random digits) must stay within NAME_MAX (255 bytes).
+const maxNameLen = 200
+
+// ErrInvalidName is wrapped by every error ValidateName returns.
+var ErrInvalidName = errors.New("invalid name")
+
+// ValidateName refuses a name that must not become a path element: empty, longer than 200 bytes,
+// or outside KubeVirt's interface-name character set. kind names what the value is ("interface",
+// "vmi uid") so the error says which input was refused.
+func ValidateName(kind, name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%s name is empty: %w", kind, ErrInvalidName)
+	case len(name) > maxNameLen:
+		return fmt.Errorf("%s name is %d bytes, limit %d: %w", kind, len(name), maxNameLen, ErrInvalidName)
+	// KubeVirt's interface-name rule (model.ValidInterfaceName) excludes '.', '/' and NUL, so no
+	// name that passes can be "..", contain a separator, or collide with our dot-prefixed temp
+	// files. Kubernetes UIDs (UUIDs) pass it as well.
+	case !model.ValidInterfaceName(name):
+		return fmt.Errorf("%s name %q may only contain letters, digits, '-' and '_' (KubeVirt's interface name rule): %w",
+			kind, name, ErrInvalidName)
+	}
+	return nil
 }

@@ -2,10 +2,12 @@ package ifacecache
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -46,10 +48,7 @@ type SyncResult struct {
 
 // NewWriter returns a Writer rooted at dir (the --iface-cache-dir flag).
 func NewWriter(dir string, logger *slog.Logger) *Writer {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	return &Writer{dir: dir, open: openDir, logger: logger, written: map[string][]byte{}}
+	return &Writer{dir: dir, open: openDir, logger: cmp.Or(logger, slog.New(slog.DiscardHandler)), written: map[string][]byte{}}
 }
 
 // Sync makes <dir>/<vmiUID>/ hold the entries BuildEntries decides for bound: it writes new and
@@ -107,8 +106,7 @@ func (w *Writer) Sync(vmiUID string, specIfaces []model.Interface, bound []model
 	for _, b := range bound {
 		keep[b.Name] = true
 	}
-	for _, e := range entries {
-		keep[e.Name] = true
+	for _, e := range entries { // entries are of bound interfaces: kept
 		path := filepath.Join(vmiDir, e.Name)
 		data, err := e.Encode()
 		if err != nil {
@@ -127,7 +125,7 @@ func (w *Writer) Sync(vmiUID string, specIfaces []model.Interface, bound []model
 		w.logger.Info("interface cache entry written", "vmiUID", vmiUID, "interface", e.Name, "podIPs", e.Data.PodIPs)
 	}
 
-	for _, name := range sortedKeys(onDisk) {
+	for _, name := range slices.Sorted(maps.Keys(onDisk)) {
 		if keep[name] {
 			continue
 		}
@@ -223,13 +221,4 @@ func (w *Writer) writeAtomic(dir cacheDir, name string, data []byte) (err error)
 		return fmt.Errorf("fsync interface cache directory %q after writing %q: %w", dir.Path(), name, err)
 	}
 	return nil
-}
-
-func sortedKeys(m map[string]bool) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

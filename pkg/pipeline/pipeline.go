@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/cloudinit"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/domain"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 )
 
@@ -43,6 +43,8 @@ func fail(hook string, kind Kind, err error) error { return &Error{Hook: hook, K
 // Need says what a hook still lacks in a snapshot; empty means it can run. Hooks wait until it is empty.
 type Need func(*downwardapi.Snapshot) []downwardapi.Missing
 
+func needNothing(*downwardapi.Snapshot) []downwardapi.Missing { return nil }
+
 // Wait is how a hook waits for data: it returns the first snapshot for which need reports nothing, or
 // an error naming what is still missing (pkg/binding waits on the DownwardAPI watcher).
 type Wait func(ctx context.Context, hook string, need Need) (*downwardapi.Snapshot, error)
@@ -52,10 +54,6 @@ type steps struct {
 	derive func(*model.VirtualMachineInstance, *downwardapi.Snapshot, model.Options) *model.Derivation
 	plan   func(*cloudinit.Input, []model.BoundInterface) (*cloudinit.Plans, error)
 	parse  func(*cloudinit.Input) (*cloudinit.UserNetwork, error)
-}
-
-func realSteps() steps {
-	return steps{derive: model.Derive, plan: (*cloudinit.Input).Plan, parse: (*cloudinit.Input).ParseNetworkData}
 }
 
 // Call is the pipeline for one hook call (or one render): built from the VMI, it derives the bound
@@ -68,20 +66,17 @@ type Call struct {
 	bound []string
 	steps steps
 
-	// The derivation for snap, made on first use (derive).
+	// The derivation for snap, made on first use (derive), and model.FindPodNIC for it, run once on
+	// first use (findPodNIC).
 	snap    *downwardapi.Snapshot
 	derived *model.Derivation
-	podNIC  *podNICResult
-}
-
-type podNICResult struct {
-	nic *model.PodNIC
-	err error
+	podNIC  func() (*model.PodNIC, error)
 }
 
 // NewCall starts the pipeline of one call for vmi.
 func NewCall(vmi *model.VirtualMachineInstance, opts model.Options) *Call {
-	return &Call{vmi: vmi, opts: opts, bound: model.BoundInterfaceNames(vmi, opts.BindingName), steps: realSteps()}
+	return &Call{vmi: vmi, opts: opts, bound: model.BoundInterfaceNames(vmi, opts.BindingName),
+		steps: steps{derive: model.Derive, plan: (*cloudinit.Input).Plan, parse: (*cloudinit.Input).ParseNetworkData}}
 }
 
 // Bound reports whether any interface of the VMI is bound to the binding.
@@ -93,7 +88,8 @@ func (c *Call) VMI() *model.VirtualMachineInstance { return c.vmi }
 // derive is the model of the VMI for snap, derived once per snapshot.
 func (c *Call) derive(snap *downwardapi.Snapshot) *model.Derivation {
 	if c.derived == nil || c.snap != snap {
-		c.snap, c.derived, c.podNIC = snap, c.steps.derive(c.vmi, snap, c.opts), nil
+		c.snap, c.derived = snap, c.steps.derive(c.vmi, snap, c.opts)
+		c.podNIC = sync.OnceValues(func() (*model.PodNIC, error) { return model.FindPodNIC(c.vmi, snap, c.opts.BindingName) })
 	}
 	return c.derived
 }
@@ -101,11 +97,7 @@ func (c *Call) derive(snap *downwardapi.Snapshot) *model.Derivation {
 // findPodNIC is model.FindPodNIC for snap, once per snapshot.
 func (c *Call) findPodNIC(snap *downwardapi.Snapshot) (*model.PodNIC, error) {
 	c.derive(snap)
-	if c.podNIC == nil {
-		nic, err := model.FindPodNIC(c.vmi, snap, c.opts.BindingName)
-		c.podNIC = &podNICResult{nic: nic, err: err}
-	}
-	return c.podNIC.nic, c.podNIC.err
+	return c.podNIC()
 }
 
 // ctxEnded is the hook's error when ctx has ended: work nobody waits for stops between steps (the
@@ -181,7 +173,7 @@ func (c *Call) parseDomain(ctx context.Context, domainXML []byte) (*domain.Docum
 // KubeVirt did not wire itself (a binding registered with domainAttachmentType tap/managedTap needs no VF).
 func (c *Call) domainNeed(doc *domain.Document) (Need, error) {
 	if !c.Bound() || doc == nil {
-		return func(*downwardapi.Snapshot) []downwardapi.Missing { return nil }, nil
+		return needNothing, nil
 	}
 	wired := make(map[string]bool, len(c.bound))
 	for _, name := range c.bound {
@@ -200,7 +192,7 @@ func (c *Call) domainNeed(doc *domain.Document) (Need, error) {
 // cloudInitNeed is what PreCloudInitIso waits for: a MAC and an L3 entry per bound interface.
 func (c *Call) cloudInitNeed() Need {
 	if !c.Bound() {
-		return func(*downwardapi.Snapshot) []downwardapi.Missing { return nil }
+		return needNothing
 	}
 	// Without user networkData our config replaces cloud-init's DHCP fallback, so the pod NIC is ours
 	// to configure too, matched by MAC: with masquerade and bridge that is the pod interface's MAC.
@@ -345,7 +337,7 @@ func (c *Call) merge(cloudInitData []byte, opts cloudinit.ApplyOptions, ifaces, 
 }
 
 // Cache is what the interface cache holds for one VMI: the writer (ifacecache.Writer.Sync) takes
-// these fields, and Entries gives the files it writes.
+// these fields, and ifacecache.BuildEntries gives the files it writes.
 type Cache struct {
 	VMIUID  string
 	Spec    []model.Interface
@@ -360,9 +352,4 @@ func (c *Call) Cache(snap *downwardapi.Snapshot) (Cache, error) {
 		return Cache{}, fmt.Errorf("interface cache: %w", err)
 	}
 	return Cache{VMIUID: c.vmi.UID, Spec: c.vmi.Spec.Domain.Devices.Interfaces, Bound: ifaces, Primary: model.PrimaryFamily(snap, c.opts.PodIP)}, nil
-}
-
-// Entries returns the cache files, as the writer names and encodes them.
-func (c Cache) Entries() ([]ifacecache.Entry, error) {
-	return ifacecache.BuildEntries(c.Spec, c.Bound, c.Primary)
 }

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/domain"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/ifacecache"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
@@ -160,12 +162,11 @@ func (c *Call) Report(snap *downwardapi.Snapshot) *Report {
 		}
 	}
 	failed := func(err error) *Report {
-		hook, msg := "", err.Error()
+		r.Failure = &ReportFailure{Message: err.Error()}
 		var pe *Error
 		if errors.As(err, &pe) {
-			hook = pe.Hook
+			r.Failure.Hook = pe.Hook
 		}
-		r.Failure = &ReportFailure{Hook: hook, Message: msg}
 		return r
 	}
 
@@ -196,8 +197,8 @@ func (c *Call) Report(snap *downwardapi.Snapshot) *Report {
 			return failed(err)
 		}
 		r.Warnings = append(r.Warnings, warnings...)
-		v, _ := volumeName(ciData)
-		r.CloudInit = &ReportCloudInit{DataSource: dataSource, VolumeName: v, NetworkData: string(res.NetworkData)}
+		v, _ := cloudInitVolume(vmi)
+		r.CloudInit = &ReportCloudInit{DataSource: dataSource, VolumeName: v.Name, NetworkData: string(res.NetworkData)}
 	}
 	dom, warnings, err := c.domain(snap, []byte(RenderDomainXML), domainDoc)
 	if err != nil {
@@ -213,7 +214,7 @@ func (c *Call) Report(snap *downwardapi.Snapshot) *Report {
 	// The cache refresher never fails a hook (pkg/binding RefreshCache): a problem here is a warning.
 	cache, err := c.Cache(snap)
 	if err == nil {
-		entries, entriesErr := cache.Entries()
+		entries, entriesErr := ifacecache.BuildEntries(cache.Spec, cache.Bound, cache.Primary)
 		err = entriesErr
 		for _, e := range entries {
 			raw, err := e.Encode()
@@ -227,12 +228,6 @@ func (c *Call) Report(snap *downwardapi.Snapshot) *Report {
 		r.Warnings = append(r.Warnings, Warning{Code: warnInterfaceCache, Message: "the interface cache would not be (fully) written: " + err.Error()})
 	}
 	return r
-}
-
-func volumeName(cloudInitData []byte) (string, error) {
-	var d struct{ VolumeName string }
-	err := json.Unmarshal(cloudInitData, &d)
-	return d.VolumeName, err
 }
 
 func appendMissing(out []ReportMissing, hook string, items []downwardapi.Missing) []ReportMissing {
@@ -277,4 +272,52 @@ func strs[T fmt.Stringer](xs []T) []string {
 		out[i] = x.String()
 	}
 	return out
+}
+
+// cloudInitVolume returns the VMI's cloud-init volume as virt-launcher picks it: the first volume
+// with cloudInitNoCloud or cloudInitConfigDrive (pkg/cloud-init/cloud-init.go ReadCloudInitVolumeDataSource).
+func cloudInitVolume(vmi *model.VirtualMachineInstance) (model.Volume, bool) {
+	if vmi == nil {
+		return model.Volume{}, false
+	}
+	for _, v := range vmi.Spec.Volumes {
+		if v.CloudInitNoCloud != nil || v.CloudInitConfigDrive != nil {
+			return v, true
+		}
+	}
+	return model.Volume{}, false
+}
+
+// VolumeCloudInitData builds, from the VMI alone, the CloudInitData JSON virt-launcher would pass to
+// PreCloudInitIso: DataSource, VolumeName and the networkData (inline or base64); UserData and metadata
+// are left out (render shows network config only). ok is false when the VMI has no cloud-init volume.
+// A networkDataSecretRef cannot be read here: it is reported as a warning and rendered as no networkData.
+func VolumeCloudInitData(vmi *model.VirtualMachineInstance) (data []byte, dataSource string, warnings []Warning, ok bool, err error) {
+	v, ok := cloudInitVolume(vmi)
+	if !ok {
+		return nil, "", nil, false, nil
+	}
+	src, dataSource, field := v.CloudInitNoCloud, "noCloud", "cloudInitNoCloud"
+	if src == nil {
+		src, dataSource, field = v.CloudInitConfigDrive, "configDrive", "cloudInitConfigDrive"
+	}
+	network := src.NetworkData
+	switch {
+	case network != "":
+	case src.NetworkDataBase64 != "":
+		raw, err := base64.StdEncoding.DecodeString(src.NetworkDataBase64)
+		if err != nil {
+			return nil, "", nil, false, fmt.Errorf("VMI volume %q: %s.networkDataBase64: %w", v.Name, field, err)
+		}
+		network = string(raw)
+	case src.NetworkDataSecretRef != nil:
+		warnings = append(warnings, Warning{Code: WarnNetworkDataInSecret, Message: fmt.Sprintf(
+			"volume %q takes networkData from Secret %q, which render cannot read: shown as if there were none; "+
+				"the hook merges with the Secret's content", v.Name, src.NetworkDataSecretRef.Name)})
+	}
+	data, err = json.Marshal(map[string]string{"DataSource": dataSource, "NetworkData": network, "VolumeName": v.Name})
+	if err != nil {
+		return nil, "", nil, false, err
+	}
+	return data, dataSource, warnings, true, nil
 }

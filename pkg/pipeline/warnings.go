@@ -1,9 +1,10 @@
 package pipeline
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
@@ -124,17 +125,8 @@ func userWins(dataSource string, names []string) []Warning {
 // SortWarnings orders warnings by code, then interface, and drops exact duplicates (two hooks can see
 // the same case).
 func SortWarnings(ws []Warning) []Warning {
-	sort.SliceStable(ws, func(i, j int) bool {
-		if ws[i].Code != ws[j].Code {
-			return ws[i].Code < ws[j].Code
-		}
-		return ws[i].Interface < ws[j].Interface
+	slices.SortStableFunc(ws, func(a, b Warning) int {
+		return cmp.Or(strings.Compare(a.Code, b.Code), strings.Compare(a.Interface, b.Interface))
 	})
-	out := ws[:0]
-	for i, w := range ws {
-		if i == 0 || w != ws[i-1] {
-			out = append(out, w)
-		}
-	}
-	return out
+	return slices.Compact(ws)
 }

@@ -3,6 +3,7 @@
 package domain_test
 
 import (
+	"context"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
@@ -252,7 +253,9 @@ func TestApply_BindingRegisteredAsTap_KubeVirtWiresTheNIC_DomainUntouched(t *tes
 	attachment[udnIface] = string(v1.Tap) // CR: domainAttachmentType: tap
 	src := marshalLikeHookManager(t, convert(t, newVMI(), attachment))
 
-	wired, err := domain.WiredByKubeVirt(src, udnIface)
+	doc, err := domain.Parse(context.Background(), src)
+	require.NoError(t, err)
+	wired, err := doc.WiredByKubeVirt(udnIface)
 	require.NoError(t, err)
 	require.True(t, wired)
 
