@@ -75,7 +75,9 @@ func testUDNExamples(t *testing.T, c *cluster) {
 		reason string
 	}{
 		{"a localnet CUDN without physicalNetworkName (OpenAPI required)", byKind("ClusterUserDefinedNetwork"),
-			func(o map[string]any) { unstructured.RemoveNestedField(o, "spec", "network", "localnet", "physicalNetworkName") },
+			func(o map[string]any) {
+				unstructured.RemoveNestedField(o, "spec", "network", "localnet", "physicalNetworkName")
+			},
 			"physicalNetworkName: Required value"},
 		{"a localnet CUDN whose excluded range is not a CIDR (CEL)", byKind("ClusterUserDefinedNetwork"),
 			func(o map[string]any) {
