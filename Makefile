@@ -247,12 +247,18 @@ image-local: ## the same image with no registry: scratch + the binary `make buil
 # A release: `make release VERSION=vX.Y.Z IMAGE_REPO=registry/namespace` (docs/image.md). The image is
 # $(IMAGE_REPO)/sriov-udn-binding:$(VERSION): the name keeps `sriov-udn-binding`, which the
 # MutatingAdmissionPolicies find our container by. It is built as image-local builds (scratch + the static binary,
-# nothing pulled: a release can be cut on an air-gapped machine), saved as an OCI archive, and every entry point's
-# manifests are rendered with kustomize's images: transformer (manifests/kubevirt/*/kustomizeconfig.yaml) pinned
-# to it, into $(RELEASE_DIR): one YAML file per entry point and Kubernetes version, the binary, SHA256SUMS.
+# nothing pulled: a release can be cut on an air-gapped machine) for each of $(RELEASE_ARCHES), gathered in one
+# image index under that name and saved as an OCI archive, and every entry point's manifests are rendered with
+# kustomize's images: transformer (manifests/kubevirt/*/kustomizeconfig.yaml) pinned to it, into $(RELEASE_DIR): one
+# YAML file per entry point and Kubernetes version, each binary and its SBOM, SHA256SUMS.
 IMAGE_REPO    ?= ghcr.io/sriov-udn-binding
 RELEASE_IMAGE  = $(IMAGE_REPO)/sriov-udn-binding:$(VERSION)
 RELEASE_DIR   ?= $(CURDIR)/bin/release/$(VERSION)
+# The architectures of the release: static Go cross-builds, each in an image of its own (scratch plus the binary:
+# nothing runs at build time, so no emulation), gathered in one OCI image index.
+RELEASE_ARCHES ?= amd64 arm64
+# The SBOM of each binary, CycloneDX JSON, from the module list Go embeds in it (its build info).
+CYCLONEDX_GOMOD ?= go run github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.0
 # kustomize v5.7.1: the version kubectl 1.34 embeds (the one test/controlplane applies with).
 KUSTOMIZE     ?= go run sigs.k8s.io/kustomize/kustomize/v5@v5.7.1
 # entry point : manifests directory : components, for each release file sriov-udn-binding[-<name>]-$(VERSION).yaml
@@ -265,19 +271,27 @@ RELEASE_ENTRIES := \
   hco:overlays/hco: \
   hco-kubernetes-1.34-1.35:overlays/hco:components/kubernetes-1.34-1.35
 
-release: ## a release: image $(IMAGE_REPO)/sriov-udn-binding:$(VERSION) (vX.Y.Z) built offline by podman and saved as an OCI archive, and the manifests of every entry point pinned to it, in $(RELEASE_DIR)
+release: ## a release: image $(IMAGE_REPO)/sriov-udn-binding:$(VERSION) (vX.Y.Z) for $(RELEASE_ARCHES), built offline by podman into one OCI image index saved as an OCI archive, the binaries and their SBOMs, and the manifests of every entry point pinned to it, in $(RELEASE_DIR)
 	@set -euo pipefail; \
 	  if ! [[ "$(VERSION)" =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$$ ]]; then \
 	    echo "make release: VERSION=$(VERSION) is not a release version: give VERSION=vMAJOR.MINOR.PATCH (docs/image.md)"; exit 2; fi; \
 	  if [ -z "$(IMAGE_REPO)" ] || [[ "$(IMAGE_REPO)" == */ ]]; then \
 	    echo "make release: IMAGE_REPO=$(IMAGE_REPO): give the registry and repository the image goes to, e.g. IMAGE_REPO=registry.example.com/team"; exit 2; fi; \
-	  rm -rf $(RELEASE_DIR); mkdir -p $(RELEASE_DIR)/context/bin $(RELEASE_DIR)/kustomize; \
-	  echo "== make release $(VERSION): $(RELEASE_IMAGE) into $(RELEASE_DIR)"; \
-	  $(MAKE) --no-print-directory build check-build BIN=$(RELEASE_DIR)/context/bin/sriov-udn-binding VERSION=$(VERSION); \
-	  $(PODMAN) build -f $(CURDIR)/images/Containerfile --build-arg BINARY_FROM=prebuilt --build-arg BASE_IMAGE=scratch \
-	    --build-arg VERSION=$(VERSION) -t $(RELEASE_IMAGE) $(RELEASE_DIR)/context; \
-	  $(PODMAN) save --format oci-archive -o $(RELEASE_DIR)/sriov-udn-binding-$(VERSION).oci.tar $(RELEASE_IMAGE); \
-	  cp $(RELEASE_DIR)/context/bin/sriov-udn-binding $(RELEASE_DIR)/sriov-udn-binding-$(VERSION)-linux-$$(go env GOARCH); \
+	  rm -rf $(RELEASE_DIR); mkdir -p $(RELEASE_DIR)/kustomize; \
+	  echo "== make release $(VERSION): $(RELEASE_IMAGE) ($(RELEASE_ARCHES)) into $(RELEASE_DIR)"; \
+	  if $(PODMAN) manifest exists $(RELEASE_IMAGE) 2>/dev/null; then $(PODMAN) manifest rm $(RELEASE_IMAGE) >/dev/null; fi; \
+	  $(PODMAN) manifest create $(RELEASE_IMAGE) >/dev/null; \
+	  for arch in $(RELEASE_ARCHES); do \
+	    ctx=$(RELEASE_DIR)/context-$$arch; mkdir -p $$ctx/bin; \
+	    GOARCH=$$arch $(MAKE) --no-print-directory build check-build BIN=$$ctx/bin/sriov-udn-binding VERSION=$(VERSION); \
+	    $(PODMAN) build --platform linux/$$arch -f $(CURDIR)/images/Containerfile --build-arg BINARY_FROM=prebuilt \
+	      --build-arg BASE_IMAGE=scratch --build-arg VERSION=$(VERSION) -t $(RELEASE_IMAGE)-$$arch $$ctx; \
+	    $(PODMAN) manifest add $(RELEASE_IMAGE) containers-storage:$(RELEASE_IMAGE)-$$arch >/dev/null; \
+	    cp $$ctx/bin/sriov-udn-binding $(RELEASE_DIR)/sriov-udn-binding-$(VERSION)-linux-$$arch; \
+	    $(CYCLONEDX_GOMOD) bin -json -version $(VERSION) -output $(RELEASE_DIR)/sriov-udn-binding-$(VERSION)-linux-$$arch.cdx.json \
+	      $$ctx/bin/sriov-udn-binding; \
+	  done; \
+	  $(PODMAN) manifest push --all $(RELEASE_IMAGE) oci-archive:$(RELEASE_DIR)/sriov-udn-binding-$(VERSION).oci.tar; \
 	  for entry in $(RELEASE_ENTRIES); do \
 	    IFS=: read -r name dir comp <<< "$$entry"; k=$(RELEASE_DIR)/kustomize/$${name:-default}; mkdir -p $$k; \
 	    { echo "apiVersion: kustomize.config.k8s.io/v1beta1"; echo "kind: Kustomization"; \
@@ -290,9 +304,9 @@ release: ## a release: image $(IMAGE_REPO)/sriov-udn-binding:$(VERSION) (vX.Y.Z)
 	    grep -qF 'sidecarImage: $(RELEASE_IMAGE)' $$out || { echo "make release: $$out does not name $(RELEASE_IMAGE)"; exit 1; }; \
 	    echo "== $$out"; \
 	  done; \
-	  rm -rf $(RELEASE_DIR)/context $(RELEASE_DIR)/kustomize; \
+	  rm -rf $(RELEASE_DIR)/context-* $(RELEASE_DIR)/kustomize; \
 	  (cd $(RELEASE_DIR) && sha256sum sriov-udn-binding-* > SHA256SUMS); \
-	  echo "== make release $(VERSION): done; push with: $(PODMAN) push $(RELEASE_IMAGE)"; ls -l $(RELEASE_DIR)
+	  echo "== make release $(VERSION): done; push with: $(PODMAN) manifest push --all $(RELEASE_IMAGE) docker://$(RELEASE_IMAGE)"; ls -l $(RELEASE_DIR)
 
 # Once: podman builds the release image in storage of its own (test/manifests release_test.go).
 test-release: ## make release VERSION=v0.1.0 IMAGE_REPO=example.org/x with a podman of its own (no registry): the image, the OCI archive and every release manifest name that image (needs root, podman, runc)

@@ -92,6 +92,7 @@ func testControlPlane(t *testing.T, kv kubeVersion) {
 	c.waitForPolicies(t)
 
 	t.Run("ValidatingAdmissionPolicy verdicts", func(t *testing.T) { testValidatingVerdicts(t, c) })
+	t.Run("User Defined Network examples: server dry run against OVN-Kubernetes' CRDs", func(t *testing.T) { testUDNExamples(t, c) })
 	t.Run("VM updates", func(t *testing.T) { testVMUpdates(t, c, legacy) })
 	t.Run("memlock warning", func(t *testing.T) { testMemlockWarning(t, c) })
 	t.Run("VF live migration opt-in", func(t *testing.T) { testVFMigration(t, c) })

@@ -21,10 +21,14 @@ import (
 // nadModule is the Go module that ships the NetworkAttachmentDefinition CRD (artifacts/networks-crd.yaml).
 const nadModule = "github.com/k8snetworkplumbingwg/network-attachment-definition-client"
 
-// crds returns the CRDs the manifests need, from the Go modules that own them: KubeVirt's as virt-operator
-// generates them (with their OpenAPI validation schemas), and the NetworkAttachmentDefinition CRD of the
-// network-plumbing-wg client module. OVN-Kubernetes' UserDefinedNetwork CRD is not installed: no manifest
-// uses it (manifests/README.md "examples/" says why the examples are NADs).
+// crdTestdata holds the CRDs of projects that publish no Go module the test module can require: OVN-Kubernetes'
+// UserDefinedNetwork and ClusterUserDefinedNetwork, and the SR-IOV Network Operator's SriovNetworkNodePolicy,
+// as their repositories ship them (testdata/crds/README.md names the commits).
+var crdTestdata = filepath.Join("testdata", "crds")
+
+// crds returns the CRDs the manifests need, from the projects that own them: KubeVirt's as virt-operator
+// generates them (with their OpenAPI validation schemas), the NetworkAttachmentDefinition CRD of the
+// network-plumbing-wg client module, and those of crdTestdata, which the User Defined Network examples use.
 func crds(t *testing.T) []*extv1.CustomResourceDefinition {
 	t.Helper()
 	var out []*extv1.CustomResourceDefinition
@@ -46,7 +50,18 @@ func crds(t *testing.T) []*extv1.CustomResourceDefinition {
 	require.NoError(t, err)
 	nad := &extv1.CustomResourceDefinition{}
 	require.NoError(t, yaml.UnmarshalStrict(data, nad), file)
-	return append(out, nad)
+	out = append(out, nad)
+	files, err := filepath.Glob(filepath.Join(crdTestdata, "*.yaml"))
+	require.NoError(t, err)
+	require.Len(t, files, 3, "the CRDs of %s", crdTestdata)
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		require.NoError(t, err)
+		crd := &extv1.CustomResourceDefinition{}
+		require.NoError(t, yaml.UnmarshalStrict(data, crd), file)
+		out = append(out, crd)
+	}
+	return out
 }
 
 // installCRDs creates the CRDs and waits until the server reports each one Established (served).

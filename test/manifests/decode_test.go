@@ -119,10 +119,20 @@ func checkObject(t *testing.T, obj runtime.Object) {
 		assert.Equal(t, map[string]string{"kubevirt.io": "virt-launcher"}, o.Spec.MatchConstraints.ObjectSelector.MatchLabels)
 	case *kubevirtv1.VirtualMachine:
 		require.NotNil(t, o.Spec.Template)
+		podNetwork := map[string]bool{}
+		for _, n := range o.Spec.Template.Spec.Networks {
+			podNetwork[n.Name] = n.Pod != nil
+		}
 		for _, iface := range o.Spec.Template.Spec.Domain.Devices.Interfaces {
-			if iface.Binding != nil {
-				assert.Equal(t, bindingName, iface.Binding.Name, "interface %s", iface.Name)
+			if iface.Binding == nil {
+				continue
 			}
+			// The one other plugin an example may use: l2bridge, on a primary UDN's pod network.
+			if podNetwork[iface.Name] && iface.Binding.Name == "l2bridge" {
+				assert.NotEmpty(t, iface.MacAddress, "interface %s: a plugin-bound pod NIC needs a macAddress (sriov-udn-binding-pod-nic-mac)", iface.Name)
+				continue
+			}
+			assert.Equal(t, bindingName, iface.Binding.Name, "interface %s", iface.Name)
 		}
 	}
 }

@@ -24,6 +24,10 @@ const (
 
 var installDoc = filepath.Join("..", "..", "docs", "install.md")
 
+// exampleDirs are the example kustomizations under manifests/: the networks as NADs, as User Defined
+// Networks, and a primary-UDN namespace.
+var exampleDirs = []string{"examples", filepath.Join("examples", "udn"), filepath.Join("examples", "udn-primary")}
+
 // notOurs are the kinds an entry point carries only one entry of: they must never carry our labels, since
 // the uninstall deletes by them.
 var notOurs = map[string]bool{"KubeVirt": true, "HyperConverged": true}
@@ -75,12 +79,16 @@ func TestLabels_EveryObjectOfEveryEntryPointIsOurs_ButTheCRsWeOnlyAddTo(t *testi
 }
 
 func TestLabels_ExamplesAreLabelledApart(t *testing.T) {
-	objs := build(t, filepath.Join(manifestsDir, "examples"))
-	require.NotEmpty(t, objs)
-	for _, o := range objs {
-		id, labels := labelsOf(t, o)
-		assert.Equal(t, exampleName, labels[labelName], "%s: %s", id, labelName)
-		assert.Equal(t, examplePartOf, labels[labelPartOf], "%s: %s", id, labelPartOf)
+	for _, dir := range exampleDirs {
+		t.Run(dir, func(t *testing.T) {
+			objs := build(t, filepath.Join(manifestsDir, dir))
+			require.NotEmpty(t, objs)
+			for _, o := range objs {
+				id, labels := labelsOf(t, o)
+				assert.Equal(t, exampleName, labels[labelName], "%s: %s", id, labelName)
+				assert.Equal(t, examplePartOf, labels[labelPartOf], "%s: %s", id, labelPartOf)
+			}
+		})
 	}
 }
 

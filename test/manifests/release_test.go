@@ -1,14 +1,19 @@
 package manifests_test
 
 import (
+	"archive/tar"
 	"bytes"
 	"crypto/sha256"
+	"debug/buildinfo"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -25,6 +30,9 @@ const (
 	releaseRepo    = "example.org/x"
 	releaseImage   = releaseRepo + "/sriov-udn-binding:" + releaseVersion
 )
+
+// releaseArches are the architectures `make release` builds (the Makefile's RELEASE_ARCHES).
+var releaseArches = []string{"amd64", "arm64"}
 
 // releaseFiles are the manifests `make release` writes: one per entry point and Kubernetes version, with the
 // MutatingAdmissionPolicy version each must carry ("" for none).
@@ -98,52 +106,85 @@ func TestRelease(t *testing.T) {
 	require.NoError(t, err, "make release:\n%s", out)
 	t.Logf("make release:\n%s", tailOf(string(out), 20))
 
-	t.Run("the image has the name, the version label, user 107 and the entrypoint, and runs", func(t *testing.T) {
-		var got []struct {
-			RepoTags []string
-			Config   struct {
-				User       string
-				Entrypoint []string
-				Labels     map[string]string
+	hostArch := runtime.GOARCH
+	require.Contains(t, releaseArches, hostArch, "this machine's architecture is one the release builds")
+
+	t.Run("one image per architecture, with the version label, user 107 and the entrypoint; the host's runs", func(t *testing.T) {
+		for _, arch := range releaseArches {
+			var got []struct {
+				Architecture string
+				Os           string
+				Config       struct {
+					User       string
+					Entrypoint []string
+					Labels     map[string]string
+				}
 			}
+			require.NoError(t, json.Unmarshal([]byte(pm.run(t, "image", "inspect", releaseImage+"-"+arch)), &got))
+			require.Len(t, got, 1)
+			assert.Equal(t, arch, got[0].Architecture, "%s", arch)
+			assert.Equal(t, "linux", got[0].Os, "%s", arch)
+			assert.Equal(t, releaseVersion, got[0].Config.Labels["org.opencontainers.image.version"], "%s", arch)
+			assert.Equal(t, "107:107", got[0].Config.User, "%s", arch)
+			assert.Equal(t, []string{"/sriov-udn-binding"}, got[0].Config.Entrypoint, "%s", arch)
 		}
-		require.NoError(t, json.Unmarshal([]byte(pm.run(t, "image", "inspect", releaseImage)), &got))
-		require.Len(t, got, 1)
-		assert.Contains(t, got[0].RepoTags, releaseImage)
-		assert.Equal(t, releaseVersion, got[0].Config.Labels["org.opencontainers.image.version"])
-		assert.Equal(t, "107:107", got[0].Config.User)
-		assert.Equal(t, []string{"/sriov-udn-binding"}, got[0].Config.Entrypoint)
 		version := pm.run(t, "run", "--rm", "--network", "none", "--read-only", "--ulimit", "nofile=1024:1024",
-			"--ulimit", "nproc=1024:1024", releaseImage, "--version")
+			"--ulimit", "nproc=1024:1024", releaseImage+"-"+hostArch, "--version")
 		assert.Equal(t, releaseVersion, strings.TrimSpace(version), "the binary in the image is stamped")
 	})
 
-	t.Run("the OCI archive loads elsewhere as the same image", func(t *testing.T) {
+	t.Run("the release name is an image index of every architecture", func(t *testing.T) {
+		var index struct {
+			Manifests []struct {
+				Digest   string
+				Platform struct{ Architecture, OS string }
+			}
+		}
+		require.NoError(t, json.Unmarshal([]byte(pm.run(t, "manifest", "inspect", releaseImage)), &index))
+		var platforms []string
+		for _, m := range index.Manifests {
+			platforms = append(platforms, m.Platform.OS+"/"+m.Platform.Architecture)
+		}
+		assert.ElementsMatch(t, platformsOf(releaseArches), platforms)
+	})
+
+	t.Run("the OCI archive holds the index, and loads elsewhere as the host's image", func(t *testing.T) {
+		archive := filepath.Join(dir, "sriov-udn-binding-"+releaseVersion+".oci.tar")
+		assert.ElementsMatch(t, platformsOf(releaseArches), ociArchivePlatforms(t, archive))
 		// podman refuses a runroot longer than 50 characters: a short directory of its own.
 		short, err := os.MkdirTemp("", "rel-")
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = os.RemoveAll(short) })
 		other := releasePodman{root: short}
-		loaded := other.run(t, "load", "--input", filepath.Join(dir, "sriov-udn-binding-"+releaseVersion+".oci.tar"))
+		loaded := other.run(t, "load", "--input", archive)
 		t.Logf("podman load: %s", strings.TrimSpace(loaded))
-		id := func(p releasePodman, ref string) string {
-			return strings.TrimSpace(p.run(t, "image", "inspect", "--format", "{{.Id}}", ref))
-		}
 		images := strings.Fields(other.run(t, "images", "--format", "{{.Id}}", "--no-trunc"))
-		require.Len(t, images, 1, "one image in the archive")
-		assert.Equal(t, id(pm, releaseImage), strings.TrimPrefix(images[0], "sha256:"), "the archive holds the release image")
+		require.Len(t, images, 1, "podman load takes the host's image of the index")
+		want := strings.TrimSpace(pm.run(t, "image", "inspect", "--format", "{{.Id}}", releaseImage+"-"+hostArch))
+		assert.Equal(t, want, strings.TrimPrefix(images[0], "sha256:"), "the archive holds the release image")
 		if out, err := exec.Command("podman", append(other.global(), "rmi", "--all", "--force")...).CombinedOutput(); err != nil {
 			t.Logf("cleanup: podman rmi: %v %s", err, out)
 		}
 	})
 
-	t.Run("the binary beside the image prints the version", func(t *testing.T) {
-		bins, err := filepath.Glob(filepath.Join(dir, "sriov-udn-binding-"+releaseVersion+"-linux-*"))
-		require.NoError(t, err)
-		require.Len(t, bins, 1)
-		v, err := exec.Command(bins[0], "--version").Output()
-		require.NoError(t, err)
-		assert.Equal(t, releaseVersion, strings.TrimSpace(string(v)))
+	t.Run("each binary beside the image is built for its architecture, stamped, with its SBOM", func(t *testing.T) {
+		for _, arch := range releaseArches {
+			bin := filepath.Join(dir, "sriov-udn-binding-"+releaseVersion+"-linux-"+arch)
+			info, err := buildinfo.ReadFile(bin)
+			require.NoError(t, err, "%s", bin)
+			settings := map[string]string{}
+			for _, s := range info.Settings {
+				settings[s.Key] = s.Value
+			}
+			assert.Equal(t, arch, settings["GOARCH"], "%s", bin)
+			assert.Equal(t, "0", settings["CGO_ENABLED"], "%s", bin)
+			if arch == hostArch {
+				v, err := exec.Command(bin, "--version").Output()
+				require.NoError(t, err)
+				assert.Equal(t, releaseVersion, strings.TrimSpace(string(v)))
+			}
+			checkSBOM(t, bin+".cdx.json", info)
+		}
 	})
 
 	t.Run("every entry point's manifests name the release image, and nothing else", func(t *testing.T) {
@@ -229,6 +270,89 @@ func TestRelease_RefusesAVersionThatIsNotOne(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		require.Error(t, err, "VERSION=%s: %s", v, out)
 		assert.Contains(t, string(out), fmt.Sprintf("VERSION=%s is not a release version", v))
+	}
+}
+
+func platformsOf(arches []string) []string {
+	var out []string
+	for _, a := range arches {
+		out = append(out, "linux/"+a)
+	}
+	return out
+}
+
+// ociArchivePlatforms reads an OCI archive (a tar of an OCI image layout) and returns the platforms of the
+// image index its index.json points to.
+func ociArchivePlatforms(t *testing.T, archive string) []string {
+	t.Helper()
+	f, err := os.Open(archive)
+	require.NoError(t, err)
+	defer f.Close()
+	blobs := map[string][]byte{}
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err, "%s", archive)
+		if h.Name != "index.json" && !strings.HasPrefix(h.Name, "blobs/sha256/") {
+			continue
+		}
+		if h.Size > 1<<20 { // a layer: not needed here
+			continue
+		}
+		data, err := io.ReadAll(tr)
+		require.NoError(t, err)
+		blobs[strings.TrimPrefix(h.Name, "blobs/sha256/")] = data
+	}
+	type descriptor struct {
+		MediaType string
+		Digest    string
+		Platform  *struct{ Architecture, OS string }
+	}
+	var top struct{ Manifests []descriptor }
+	require.NoError(t, json.Unmarshal(blobs["index.json"], &top), "%s: index.json", archive)
+	require.Len(t, top.Manifests, 1, "%s: index.json names one image index", archive)
+	require.Equal(t, "application/vnd.oci.image.index.v1+json", top.Manifests[0].MediaType)
+	var index struct{ Manifests []descriptor }
+	require.NoError(t, json.Unmarshal(blobs[strings.TrimPrefix(top.Manifests[0].Digest, "sha256:")], &index))
+	var out []string
+	for _, m := range index.Manifests {
+		require.NotNil(t, m.Platform, "%s: %s has no platform", archive, m.Digest)
+		out = append(out, m.Platform.OS+"/"+m.Platform.Architecture)
+	}
+	return out
+}
+
+// checkSBOM checks a CycloneDX SBOM against the build info of the binary it describes: the main component
+// is the release, and every module the binary links is a component at the version it was built with.
+func checkSBOM(t *testing.T, file string, info *buildinfo.BuildInfo) {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	var bom struct {
+		BOMFormat string `json:"bomFormat"`
+		Metadata  struct {
+			Component struct{ Name, Version string }
+		}
+		Components []struct{ Name, Version string }
+	}
+	require.NoError(t, json.Unmarshal(data, &bom), "%s", file)
+	assert.Equal(t, "CycloneDX", bom.BOMFormat, "%s", file)
+	assert.Equal(t, info.Main.Path, bom.Metadata.Component.Name, "%s: main component", file)
+	assert.Equal(t, releaseVersion, bom.Metadata.Component.Version, "%s: main component", file)
+	listed := map[string]string{}
+	for _, c := range bom.Components {
+		listed[c.Name] = c.Version
+	}
+	require.NotEmpty(t, info.Deps)
+	for _, dep := range info.Deps {
+		mod := dep
+		if dep.Replace != nil {
+			mod = dep.Replace
+		}
+		assert.Equal(t, mod.Version, listed[mod.Path], "%s: module %s", file, mod.Path)
 	}
 }
 
