@@ -49,9 +49,6 @@ func CheckUnicast(a netip.Addr) error {
 	return nil
 }
 
-// IsIPv6LinkLocal reports an IPv6 link-local unicast address (fe80::/10).
-func IsIPv6LinkLocal(a netip.Addr) bool { return a.Is6() && a.IsLinkLocalUnicast() }
-
 // ParseUnicast is ParseAddr followed by CheckUnicast: an address a NIC, next hop or nameserver can have.
 func ParseUnicast(s string) (netip.Addr, error) {
 	a, err := ParseAddr(s)

@@ -35,7 +35,6 @@ func TestParsePCIAddress(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
 			got, err := ParsePCIAddress(tt.in)
-			assert.Equal(t, tt.wantErr == "", IsPCIAddress(tt.in))
 			if tt.wantErr != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), "invalid PCI address "+Quote(tt.in))
@@ -89,8 +88,6 @@ func TestMAC_ValueSemantics(t *testing.T) {
 	assert.False(t, a.IsZero())
 	assert.NoError(t, a.CheckUnicast())
 	assert.ErrorContains(t, MAC{0x01, 0, 0x5e, 0, 0, 1}.CheckUnicast(), "multicast")
-	_, ok := macFromHardwareAddr(make([]byte, 8))
-	assert.False(t, ok)
 }
 
 func TestCheckHardwareAddr_AcceptsEveryLinkLayer(t *testing.T) {
