@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
@@ -27,16 +28,8 @@ const (
 // isOrdinalIfaceName matches KubeVirt's legacy pod interface names "net<N>"
 // (namescheme.OrdinalSecondaryInterfaceName).
 func isOrdinalIfaceName(s string) bool {
-	n, ok := strings.CutPrefix(s, "net")
-	if !ok || n == "" {
-		return false
-	}
-	for i := 0; i < len(n); i++ {
-		if n[i] < '0' || n[i] > '9' {
-			return false
-		}
-	}
-	return true
+	n, ok := strings.CutPrefix(s, ordinalIfacePrefix)
+	return ok && n != "" && onlyBytesOf(n, "0123456789")
 }
 
 // derived is one BoundInterface plus which snapshot entries were found for it.
@@ -122,14 +115,8 @@ func build(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options
 	}
 	primary := PrimaryFamily(snap, opts.PodIP)
 
-	ordinal := false
-	for _, st := range snap.NetworkStatus {
-		if isOrdinalIfaceName(st.Interface) {
-			// KubeVirt switches the whole pod to the ordinal scheme (namescheme.CreateFromNetworkStatuses).
-			ordinal = true
-			break
-		}
-	}
+	// One ordinal name switches the whole pod to the ordinal scheme (KubeVirt namescheme.CreateFromNetworkStatuses).
+	ordinal := slices.ContainsFunc(snap.NetworkStatus, func(st downwardapi.NetworkStatus) bool { return isOrdinalIfaceName(st.Interface) })
 
 	idx := snapshotIndex{
 		status:   indexBy(snap.NetworkStatus, func(s *downwardapi.NetworkStatus) string { return s.Interface }),
@@ -209,8 +196,10 @@ func derive(b binding, snap *downwardapi.Snapshot, idx snapshotIndex, primary Fa
 	if err := d.setL3(src.status, src.pod, primary, f); err != nil {
 		return d, err
 	}
-	if err := d.setLinkSettings(src.status, f); err != nil {
-		return d, err
+	if src.status != nil {
+		if err := d.setDNS(src.status.DNS, f); err != nil {
+			return d, err
+		}
 	}
 	return d, d.setMTU(src.status, src.fileInfo, src.annInfo, f)
 }
@@ -273,14 +262,6 @@ func (d *derived) setPodNetworkMode(pn *downwardapi.PodNetwork, f ifaceFailer) e
 	return nil
 }
 
-// setLinkSettings takes DNS from network-status.
-func (d *derived) setLinkSettings(st *downwardapi.NetworkStatus, f ifaceFailer) error {
-	if st == nil {
-		return nil
-	}
-	return d.setDNS(st.DNS, f)
-}
-
 // setMTU takes the MTU from network-status "mtu", else the device-info file's "mtu", else the
 // kubevirt.io/network-info annotation's (KubeVirt >= v1.9 copies network-status's there:
 // pkg/network/downwardapi/networkinfo.go generateNetworkInfo). network-status wins a disagreement because
@@ -325,11 +306,12 @@ func (d *derived) setMTU(st *downwardapi.NetworkStatus, fileInfo, annInfo *downw
 // interface's NAD ("<ns>/<nad>", or the bare NAD name), else the annotation contradicts the VMI.
 func lookupNetworkStatus(statuses []downwardapi.NetworkStatus, index map[string]int, podIface, nad, vmiNamespace string,
 	f ifaceFailer) (*downwardapi.NetworkStatus, error) {
-	i, err := entry(index, podIface, func() error {
-		return f.fail(downwardapi.NetworkStatusAnnotation, "interface", fmt.Errorf("several entries for pod interface %s", netval.Quote(podIface)))
-	})
-	if i < 0 {
-		return nil, err
+	i, ok := index[podIface]
+	if !ok {
+		return nil, nil
+	}
+	if i == ambiguous {
+		return nil, f.fail(downwardapi.NetworkStatusAnnotation, "interface", fmt.Errorf("several entries for pod interface %s", netval.Quote(podIface)))
 	}
 	found := &statuses[i]
 	// Only the entries we use are checked (downwardapi.ParseNetworkStatus): this one is ours.
@@ -347,26 +329,14 @@ func lookupNetworkStatus(statuses []downwardapi.NetworkStatus, index map[string]
 // lookupNetworkInfo finds the network-info entry of a VMI network; nil when info or the entry is absent.
 func lookupNetworkInfo(info *downwardapi.NetworkInfo, index map[string]int, network, source string,
 	f ifaceFailer) (*downwardapi.NetworkInfoInterface, error) {
-	i, err := entry(index, network, func() error {
-		return f.fail(source, "interfaces[].network", fmt.Errorf("several entries for network %s", netval.Quote(network)))
-	})
-	if i < 0 {
-		return nil, err
-	}
-	return &info.Interfaces[i], nil
-}
-
-// entry is the position of key's entry in index: -1 and no error when there is none, -1 and several()
-// when several entries share the key.
-func entry(index map[string]int, key string, several func() error) (int, error) {
-	i, ok := index[key]
+	i, ok := index[network]
 	if !ok {
-		return -1, nil
+		return nil, nil
 	}
 	if i == ambiguous {
-		return -1, several()
+		return nil, f.fail(source, "interfaces[].network", fmt.Errorf("several entries for network %s", netval.Quote(network)))
 	}
-	return i, nil
+	return &info.Interfaces[i], nil
 }
 
 // ambiguous marks, in a snapshotIndex map, a key that several entries share.
@@ -401,13 +371,5 @@ func indexNetworkInfo(info *downwardapi.NetworkInfo) map[string]int {
 
 // validToken accepts "" or a short word of lower-case letters and '-' (pod-networks role values).
 func validToken(s string) bool {
-	if len(s) > 63 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if (s[i] < 'a' || s[i] > 'z') && s[i] != '-' {
-			return false
-		}
-	}
-	return true
+	return len(s) <= 63 && onlyBytesOf(s, "abcdefghijklmnopqrstuvwxyz-")
 }

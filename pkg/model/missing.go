@@ -44,11 +44,6 @@ func (dv *Derivation) MissingForCloudInit() []downwardapi.Missing {
 // MissingForDomain lists the bound interfaces whose VF host PCI address is not known yet, except
 // those skip says KubeVirt already wired (skip may be nil). A device-info of another type than pci is
 // not missing: it is there, and the domain step rejects it with a clear error.
-func MissingForDomain(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options, skip func(ifaceName string) bool) []downwardapi.Missing {
-	return Derive(vmi, snap, opts).MissingForDomain(skip)
-}
-
-// MissingForDomain is the package function of that name, on this derivation.
 func (dv *Derivation) MissingForDomain(skip func(ifaceName string) bool) []downwardapi.Missing {
 	ds := dv.checked()
 	var out []downwardapi.Missing

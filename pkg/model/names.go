@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -167,46 +168,24 @@ func qualifyNAD(networkName, vmiNamespace string) (string, error) {
 // '.', '/', NUL or XML metacharacters, which is what pkg/domain (an alias attribute) and
 // pkg/ifacecache (a file name) rely on; this is the one place the rule lives.
 func ValidInterfaceName(s string) bool {
-	return s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return r >= 0x80 || !isAlnum(byte(r)) && r != '-' && r != '_'
-	}) < 0
+	return s != "" && onlyBytesOf(s, lowerAlnum+"ABCDEFGHIJKLMNOPQRSTUVWXYZ-_")
 }
 
-func isAlnum(c byte) bool {
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
-}
+const lowerAlnum = "abcdefghijklmnopqrstuvwxyz0123456789"
 
-func isLowerAlnum(c byte) bool {
-	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')
-}
+// onlyBytesOf reports whether every byte of s is in the ASCII set.
+func onlyBytesOf(s, set string) bool { return strings.Trim(s, set) == "" }
 
 // isDNSLabel is RFC 1123 label validation, the Kubernetes rule for namespace names.
-func isDNSLabel(s string) bool {
-	if s == "" || len(s) > 63 || !isLowerAlnum(s[0]) || !isLowerAlnum(s[len(s)-1]) {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !isLowerAlnum(s[i]) && s[i] != '-' {
-			return false
-		}
-	}
-	return true
+func isDNSLabel(s string) bool { return len(s) <= 63 && isRFC1123Label(s) }
+
+// isDNSSubdomain is RFC 1123 subdomain validation, the Kubernetes rule for NAD names: 253 bytes of
+// labels (without the 63-byte bound of a single label).
+func isDNSSubdomain(s string) bool {
+	return len(s) <= 253 && !slices.ContainsFunc(strings.Split(s, "."), func(l string) bool { return !isRFC1123Label(l) })
 }
 
-// isDNSSubdomain is RFC 1123 subdomain validation, the Kubernetes rule for NAD names.
-func isDNSSubdomain(s string) bool {
-	if s == "" || len(s) > 253 {
-		return false
-	}
-	for _, label := range strings.Split(s, ".") {
-		if label == "" || !isLowerAlnum(label[0]) || !isLowerAlnum(label[len(label)-1]) {
-			return false
-		}
-		for i := 0; i < len(label); i++ {
-			if !isLowerAlnum(label[i]) && label[i] != '-' {
-				return false
-			}
-		}
-	}
-	return true
+// isRFC1123Label accepts lower-case letters, digits and '-', with a letter or digit at both ends.
+func isRFC1123Label(s string) bool {
+	return s != "" && s[0] != '-' && s[len(s)-1] != '-' && onlyBytesOf(s, lowerAlnum+"-")
 }
