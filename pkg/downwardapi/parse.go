@@ -79,14 +79,10 @@ func ParseFormatMap(source string, data []byte) (map[string]string, error) {
 	if len(data) == 0 {
 		return m, nil
 	}
-	lines := strings.Split(string(data), "\n")
-	for n, line := range lines {
+	// Only a trailing newline (a hand-written file) is harmless; kubelet writes none.
+	for n, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
 		lineKey := fmt.Sprintf("line %d", n+1)
 		if line == "" {
-			// Only a trailing newline (a hand-written file) is harmless; kubelet writes none.
-			if n == len(lines)-1 {
-				continue
-			}
 			return nil, &FieldError{Source: source, Key: lineKey, Err: errors.New("empty line")}
 		}
 		key, quoted, ok := strings.Cut(line, "=")

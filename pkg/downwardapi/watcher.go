@@ -279,11 +279,7 @@ func (w *Watcher) reconcile(s *source) {
 // dropUnneededWatches removes watches no source relies on any more (ancestors we moved below).
 func (w *Watcher) dropUnneededWatches() {
 	for p := range w.watched {
-		needed := false
-		for _, s := range w.sources {
-			needed = needed || s.watchPoint == p
-		}
-		if !needed {
+		if !slices.ContainsFunc(w.sources, func(s *source) bool { return s.watchPoint == p }) {
 			// The kernel may already have dropped it (directory removed): nothing to undo then.
 			_ = w.fsw.Remove(p)
 			delete(w.watched, p)

@@ -32,24 +32,20 @@ func isOrdinalIfaceName(s string) bool {
 	return ok && n != "" && onlyBytesOf(n, "0123456789")
 }
 
-// derived is one BoundInterface plus which snapshot entries were found for it.
+// derived is one BoundInterface plus which snapshot entries were found for it, and the values the
+// mismatch checks compare (zero when absent): network-status's "mac" and "mtu", and the first "mac" and
+// "mtu" of network-info (the device-info file, else the annotation) with where each came from.
 type derived struct {
 	BoundInterface
 	hasNetworkStatus bool
 	hasPodNetworks   bool
 	podNetworksKey   string
-	// statusMAC is network-status's "mac" for the interface (zero when absent), kept to tell the
-	// operator when it disagrees with the VMI's macAddress (MACMismatches).
-	statusMAC netval.MAC
-	// infoMAC and infoMTU are the first "mac" and "mtu" that network-info has for the interface (the
-	// device-info file, else the kubevirt.io/network-info annotation; zero when absent), and
-	// infoMACSource / infoMTUSource name where each came from: kept for MACMismatches and
-	// NetworkInfoMismatches. statusMTU is network-status's "mtu" (0 when absent).
-	infoMAC       netval.MAC
-	infoMACSource string
-	infoMTU       int
-	infoMTUSource string
-	statusMTU     int
+	statusMAC        netval.MAC
+	statusMTU        int
+	infoMAC          netval.MAC
+	infoMACSource    string
+	infoMTU          int
+	infoMTUSource    string
 }
 
 // Build derives every bound interface, in VMI spec order, from what the snapshot has now. It never
@@ -65,6 +61,8 @@ func Build(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options
 
 // Derivation is one derivation of a VMI's bound interfaces from one snapshot: Build's result, and what
 // the Missing* and *Mismatches checks read, from a single pass (pkg/pipeline derives once per snapshot).
+// ds is empty when err is set, so the checks report nothing when Build fails: a hook stops at once and
+// Build names the error.
 type Derivation struct {
 	ds     []derived
 	ifaces []BoundInterface
@@ -74,28 +72,16 @@ type Derivation struct {
 // Derive derives every bound interface from what snap has now, as Build does, and keeps the result.
 func Derive(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) *Derivation {
 	ds, err := build(vmi, snap, opts)
-	if err != nil || len(ds) == 0 {
-		return &Derivation{err: err}
-	}
-	out := make([]BoundInterface, len(ds))
+	dv := &Derivation{ds: ds, err: err}
 	for i := range ds {
-		out[i] = ds[i].BoundInterface
+		dv.ifaces = append(dv.ifaces, ds[i].BoundInterface)
 	}
-	return &Derivation{ds: ds, ifaces: out}
+	return dv
 }
 
 // Interfaces is Build's result: the bound interfaces in VMI spec order, or the error of wrong input.
 // Callers treat the interfaces as read-only.
 func (d *Derivation) Interfaces() ([]BoundInterface, error) { return d.ifaces, d.err }
-
-// checked is the derivation for the checks that report nothing when Build would fail, so that a hook
-// stops at once and Build names the error.
-func (d *Derivation) checked() []derived {
-	if d.err != nil {
-		return nil
-	}
-	return d.ds
-}
 
 func build(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) ([]derived, error) {
 	bindings, err := resolveBindings(vmi, opts.BindingName)

@@ -24,9 +24,8 @@ type MACMismatch struct {
 // "mac", else network-info "mac") differ. Like the Missing* checks it reports nothing when Build would
 // fail.
 func (dv *Derivation) MACMismatches() []MACMismatch {
-	ds := dv.checked()
 	var out []MACMismatch
-	for _, d := range ds {
+	for _, d := range dv.ds {
 		if d.MACSource != MACFromVMI {
 			continue
 		}
@@ -60,9 +59,8 @@ type NetworkInfoMismatch struct {
 // NetworkInfoMismatches lists, per bound interface and field, where network-info and network-status
 // both have a mac or an mtu and the two differ. It reports nothing when Build would fail.
 func (dv *Derivation) NetworkInfoMismatches() []NetworkInfoMismatch {
-	ds := dv.checked()
 	var out []NetworkInfoMismatch
-	for _, d := range ds {
+	for _, d := range dv.ds {
 		if !d.statusMAC.IsZero() && !d.infoMAC.IsZero() && d.statusMAC != d.infoMAC {
 			out = append(out, NetworkInfoMismatch{Interface: d.Name, Network: d.Network, Field: "mac", Source: d.infoMACSource})
 		}

@@ -28,11 +28,11 @@ func MissingForCloudInit(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot
 
 // MissingForCloudInit is the package function of that name, on this derivation.
 func (dv *Derivation) MissingForCloudInit() []downwardapi.Missing {
-	ds := dv.checked()
 	var out []downwardapi.Missing
-	for _, d := range ds {
+	for _, d := range dv.ds {
 		if !d.hasNetworkStatus && !d.hasPodNetworks {
-			out = append(out, missingEntry(d))
+			out = append(out, downwardapi.Missing{Interface: d.Name, Network: d.Network, Source: sourceL3,
+				Field: fmt.Sprintf("entry for pod interface %q or key %q", d.PodInterfaceName, d.podNetworksKey)})
 		}
 		if d.MAC.IsZero() {
 			out = append(out, downwardapi.Missing{Interface: d.Name, Network: d.Network, Source: sourceMAC, Field: "mac"})
@@ -45,9 +45,8 @@ func (dv *Derivation) MissingForCloudInit() []downwardapi.Missing {
 // those skip says KubeVirt already wired (skip may be nil). A device-info of another type than pci is
 // not missing: it is there, and the domain step rejects it with a clear error.
 func (dv *Derivation) MissingForDomain(skip func(ifaceName string) bool) []downwardapi.Missing {
-	ds := dv.checked()
 	var out []downwardapi.Missing
-	for _, d := range ds {
+	for _, d := range dv.ds {
 		if skip != nil && skip(d.Name) {
 			continue
 		}
@@ -57,13 +56,4 @@ func (dv *Derivation) MissingForDomain(skip func(ifaceName string) bool) []downw
 		}
 	}
 	return out
-}
-
-func missingEntry(d derived) downwardapi.Missing {
-	return downwardapi.Missing{
-		Interface: d.Name,
-		Network:   d.Network,
-		Source:    sourceL3,
-		Field:     fmt.Sprintf("entry for pod interface %q or key %q", d.PodInterfaceName, d.podNetworksKey),
-	}
 }

@@ -46,11 +46,12 @@ func FindPodNIC(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, binding
 		if !pod[iface.Name] || isBound(iface, bindingName) || iface.State == InterfaceStateAbsent {
 			continue
 		}
+		f := ifaceFailer{iface: iface.Name, network: iface.Name}
 		nic := &PodNIC{Interface: BoundInterface{Name: iface.Name, Network: iface.Name, DHCP: true, Virtio: true}, Binding: podBindingName(iface)}
 		if iface.MacAddress != "" {
 			mac, err := parseMAC(iface.MacAddress)
 			if err != nil {
-				return nil, &InputError{Interface: iface.Name, Network: iface.Name, Source: SourceVMI, Field: "macAddress", Err: err}
+				return nil, f.fail(SourceVMI, "macAddress", err)
 			}
 			if !mac.IsZero() {
 				nic.Interface.MAC, nic.Interface.MACSource = mac, MACFromVMI
@@ -64,12 +65,9 @@ func FindPodNIC(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, binding
 		}
 		nic.FromPod = true
 		if snap != nil {
-			mac, source, field, err := podInterfaceMAC(snap)
-			if err != nil {
-				return nil, &InputError{Interface: iface.Name, Network: iface.Name, Source: source, Field: field, Err: err}
-			}
-			if !mac.IsZero() {
-				nic.Interface.MAC, nic.Interface.MACSource = mac, macSourceOf(source)
+			var err error
+			if nic.Interface.MAC, nic.Interface.MACSource, err = podInterfaceMAC(snap, f); err != nil {
+				return nil, err
 			}
 		}
 		return nic, nil
@@ -113,8 +111,8 @@ func podBindingName(iface Interface) string {
 //   - else pod-networks: the entry whose role is primary, else the one keyed "default" without a role (OVN-K
 //     before roles). Two primary entries with different MACs are ambiguous: an error naming both keys.
 //
-// source and field name where the MAC came from, or where the input was bad.
-func podInterfaceMAC(snap *downwardapi.Snapshot) (mac netval.MAC, source, field string, err error) {
+// The MAC is zero, with no source, when neither has one; a bad input is an *InputError from f.
+func podInterfaceMAC(snap *downwardapi.Snapshot, f ifaceFailer) (netval.MAC, MACSource, error) {
 	for _, st := range snap.NetworkStatus {
 		if !st.Default || st.Interface == "" {
 			continue
@@ -122,10 +120,10 @@ func podInterfaceMAC(snap *downwardapi.Snapshot) (mac netval.MAC, source, field 
 		if st.Mac != "" {
 			m, err := parseMAC(st.Mac)
 			if err != nil {
-				return netval.MAC{}, downwardapi.NetworkStatusAnnotation, "mac", err
+				return netval.MAC{}, "", f.fail(downwardapi.NetworkStatusAnnotation, "mac", err)
 			}
 			if !m.IsZero() {
-				return m, downwardapi.NetworkStatusAnnotation, "mac", nil
+				return m, MACFromNetworkStatus, nil
 			}
 		}
 		break // the primary interface is this one: no later entry speaks for it
@@ -141,29 +139,20 @@ func podInterfaceMAC(snap *downwardapi.Snapshot) (mac netval.MAC, source, field 
 			continue
 		}
 		if other := snap.PodNetworks[primaryKey]; other.MAC != pn.MAC {
-			return netval.MAC{}, downwardapi.PodNetworksAnnotation, "role", fmt.Errorf("entries %s and %s both have role %q "+
+			return netval.MAC{}, "", f.fail(downwardapi.PodNetworksAnnotation, "role", fmt.Errorf("entries %s and %s both have role %q "+
 				"with different MACs, and network-status marks no default interface: the pod's primary interface is ambiguous",
-				netval.Quote(primaryKey), netval.Quote(key), RolePrimary)
+				netval.Quote(primaryKey), netval.Quote(key), RolePrimary))
 		}
 	}
-	if primaryKey == "" {
-		if pn, ok := snap.PodNetworks["default"]; ok && pn.Role == "" && !pn.MAC.IsZero() {
-			primaryKey = "default"
-		}
+	if pn := snap.PodNetworks[defaultPodNetworksKey]; primaryKey == "" && pn.Role == "" && !pn.MAC.IsZero() {
+		primaryKey = defaultPodNetworksKey
 	}
 	if primaryKey == "" {
-		return netval.MAC{}, "", "", nil
+		return netval.MAC{}, "", nil
 	}
 	m := snap.PodNetworks[primaryKey].MAC
 	if err := m.CheckUnicast(); err != nil {
-		return netval.MAC{}, downwardapi.PodNetworksAnnotation, "mac_address", err
+		return netval.MAC{}, "", f.fail(downwardapi.PodNetworksAnnotation, "mac_address", err)
 	}
-	return m, downwardapi.PodNetworksAnnotation, "mac_address", nil
-}
-
-func macSourceOf(source string) MACSource {
-	if source == downwardapi.NetworkStatusAnnotation {
-		return MACFromNetworkStatus
-	}
-	return MACFromPodNetworks
+	return m, MACFromPodNetworks, nil
 }
