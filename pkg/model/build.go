@@ -49,12 +49,10 @@ type derived struct {
 }
 
 // Build derives every bound interface, in VMI spec order, from what the snapshot has now. It never
-// waits: fields it cannot fill yet stay empty (MissingFor* say which ones matter). It returns an
-// error only for wrong input, never for late input: a bound interface whose network is missing or
-// not Multus, duplicate MACs across bound interfaces, invalid values (each an *InputError naming
-// interface, network, source and field), or a snapshot with Problems (a source that exists but is
-// malformed will not heal by waiting, so the hook fails at once instead of after its timeout). A
-// VMI with no bound interface gives nil, nil whatever the snapshot holds.
+// waits: fields it cannot fill yet stay empty (MissingFor* say which ones matter). It fails only on
+// wrong input: a bound interface whose network is missing or not Multus, duplicate MACs, invalid values
+// (each an *InputError), or snapshot Problems (a malformed source will not heal by waiting, so the hook
+// fails at once, not after its timeout). A VMI with no bound interface gives nil, nil.
 func Build(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) ([]BoundInterface, error) {
 	return Derive(vmi, snap, opts).Interfaces()
 }
@@ -241,19 +239,18 @@ func (d *derived) setPodNetworkMode(pn *downwardapi.PodNetwork, f ifaceFailer) e
 	default:
 		return f.fail(downwardapi.PodNetworksAnnotation, "ipam_mode", fmt.Errorf("unsupported IPAM mode %s", netval.Quote(pn.IPAMMode)))
 	}
-	if !validToken(pn.Role) {
+	// A role is a short word of lower-case letters and '-'.
+	if len(pn.Role) > 63 || !onlyBytesOf(pn.Role, "abcdefghijklmnopqrstuvwxyz-") {
 		return f.fail(downwardapi.PodNetworksAnnotation, "role", fmt.Errorf("invalid role %s", netval.Quote(pn.Role)))
 	}
 	d.Role = pn.Role
 	return nil
 }
 
-// setMTU takes the MTU from network-status "mtu", else the device-info file's "mtu", else the
-// kubevirt.io/network-info annotation's (KubeVirt >= v1.9 copies network-status's there:
-// pkg/network/downwardapi/networkinfo.go generateNetworkInfo). network-status wins a disagreement because
-// it is the CNI's own record, while network-info is virt-controller's copy of it; with device-info only
-// (no pod-info) network-info is the only source, and before v1.9 there is none there. 0 means absent;
-// every present value must be a usable MTU.
+// setMTU takes the MTU from network-status "mtu", else the device-info file's, else the network-info
+// annotation's (KubeVirt >= v1.9 copies network-status's there: pkg/network/downwardapi/networkinfo.go).
+// network-status wins a disagreement: it is the CNI's own record, network-info virt-controller's copy.
+// 0 means absent; every present value must be a usable MTU.
 func (d *derived) setMTU(st *downwardapi.NetworkStatus, fileInfo, annInfo *downwardapi.NetworkInfoInterface, f ifaceFailer) error {
 	type candidate struct {
 		where string
@@ -353,9 +350,4 @@ func indexNetworkInfo(info *downwardapi.NetworkInfo) map[string]int {
 		return nil
 	}
 	return indexBy(info.Interfaces, func(i *downwardapi.NetworkInfoInterface) string { return i.Network })
-}
-
-// validToken accepts "" or a short word of lower-case letters and '-' (pod-networks role values).
-func validToken(s string) bool {
-	return len(s) <= 63 && onlyBytesOf(s, "abcdefghijklmnopqrstuvwxyz-")
 }

@@ -180,9 +180,8 @@ func GuessPrefix(a netip.Addr, gateways []netip.Addr) netip.Prefix {
 			continue
 		}
 		for b := bits; b >= widest; b-- {
-			if p, err := a.Prefix(b); err == nil && p.Contains(g) {
-				bits = b
-				break
+			if p, _ := a.Prefix(b); p.Contains(g) {
+				return netip.PrefixFrom(a, b)
 			}
 		}
 		break

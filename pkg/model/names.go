@@ -151,7 +151,7 @@ func qualifyNAD(networkName, vmiNamespace string) (string, error) {
 	if !qualified {
 		ns, name = vmiNamespace, networkName
 	}
-	if !isDNSLabel(ns) {
+	if len(ns) > 63 || !isRFC1123Label(ns) { // the Kubernetes rule for namespace names
 		if !qualified && ns == "" {
 			return "", fmt.Errorf("network name %s has no namespace and the VMI has none", netval.Quote(networkName))
 		}
@@ -175,9 +175,6 @@ const lowerAlnum = "abcdefghijklmnopqrstuvwxyz0123456789"
 
 // onlyBytesOf reports whether every byte of s is in the ASCII set.
 func onlyBytesOf(s, set string) bool { return strings.Trim(s, set) == "" }
-
-// isDNSLabel is RFC 1123 label validation, the Kubernetes rule for namespace names.
-func isDNSLabel(s string) bool { return len(s) <= 63 && isRFC1123Label(s) }
 
 // isDNSSubdomain is RFC 1123 subdomain validation, the Kubernetes rule for NAD names: 253 bytes of
 // labels (without the 63-byte bound of a single label).
