@@ -108,10 +108,9 @@ func ParseFormatMap(source string, data []byte) (map[string]string, error) {
 	return m, nil
 }
 
-// ParseNetworkStatus parses the Multus k8s.v1.cni.cncf.io/network-status annotation: a JSON list of
-// entries. It does not check the entries' fields: the annotation lists every interface of the pod, and
-// one that is not ours is not our business (a bad nameserver of another network must not stop our VM).
-// The model checks the entries it uses with CheckNetworkStatusEntry. An empty value yields (nil, nil).
+// ParseNetworkStatus parses the Multus k8s.v1.cni.cncf.io/network-status annotation, a JSON list, without
+// checking the entries: a bad nameserver of another network must not stop our VM. The model checks the
+// entries it uses with CheckNetworkStatusEntry. An empty value yields (nil, nil).
 func ParseNetworkStatus(data []byte) ([]NetworkStatus, error) {
 	var statuses []NetworkStatus
 	if ok, err := decodeJSON(NetworkStatusAnnotation, data, &statuses); !ok {
@@ -121,8 +120,7 @@ func ParseNetworkStatus(data []byte) ([]NetworkStatus, error) {
 }
 
 // CheckNetworkStatusEntry validates entry i of network-status, one the caller uses: name, ips (bare
-// addresses, no prefix), mac, mtu, gateway, dns.nameservers and device-info PCI addresses. The error
-// names the entry and the field.
+// addresses), mac, mtu, gateway, dns.nameservers and device-info PCI addresses.
 func CheckNetworkStatusEntry(i int, st NetworkStatus) *FieldError {
 	key := fmt.Sprintf("[%d] network %s", i, netval.Quote(st.Name))
 	if st.Interface != "" {
@@ -282,9 +280,8 @@ func parseList[T any](field string, list []string, legacyField, legacy string, p
 	return out, nil
 }
 
-// validateDeviceInfo checks the PCI addresses a binding would hand to libvirt, with the rule of
-// netval.ParsePCIAddress that domain.Apply applies later; it returns the failing field relative to the
-// device-info object.
+// validateDeviceInfo checks the PCI addresses a binding would hand to libvirt (netval.ParsePCIAddress, as
+// domain.Apply later does); it returns the failing field relative to the device-info object.
 func validateDeviceInfo(d *DeviceInfo) (string, error) {
 	type pciField struct{ name, addr string }
 	var fields []pciField

@@ -27,10 +27,8 @@ type fileState struct {
 }
 
 func (a fileState) equal(b fileState) bool {
-	if a.present != b.present || !bytes.Equal(a.data, b.data) || (a.err == nil) != (b.err == nil) {
-		return false
-	}
-	return a.err == nil || a.err.Error() == b.err.Error()
+	sameErr := a.err == nil && b.err == nil || a.err != nil && b.err != nil && a.err.Error() == b.err.Error()
+	return a.present == b.present && bytes.Equal(a.data, b.data) && sameErr
 }
 
 // readFiles reads names from dir. In a kubelet volume it reads them all through the one timestamped
@@ -43,9 +41,8 @@ func readFiles(dir string, names []string) []fileState {
 		base := dir
 		target, linkErr := os.Readlink(filepath.Join(dir, dataLink))
 		if linkErr == nil {
-			if filepath.IsAbs(target) {
-				base = target
-			} else {
+			base = target
+			if !filepath.IsAbs(target) {
 				base = filepath.Join(dir, target)
 			}
 		}
