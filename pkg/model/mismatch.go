@@ -20,9 +20,8 @@ type MACMismatch struct {
 	ReportedBy string
 }
 
-// MACMismatches lists the bound interfaces whose VMI macAddress and the CNI-reported MAC (network-status
-// "mac", else network-info "mac") differ. Like the Missing* checks it reports nothing when Build would
-// fail.
+// MACMismatches lists the bound interfaces whose VMI macAddress and CNI-reported MAC differ; nothing when
+// Build would fail.
 func (dv *Derivation) MACMismatches() []MACMismatch {
 	var out []MACMismatch
 	for _, d := range dv.ds {

@@ -9,15 +9,12 @@ import (
 // Sources named in Missing items that more than one input can satisfy.
 var (
 	sourceL3 = downwardapi.NetworkStatusAnnotation + " or " + downwardapi.PodNetworksAnnotation
-	// A MAC also comes from the VMI; naming it tells the operator how to unblock a NIC whose CNI
-	// reports none.
+	// Naming the VMI tells the operator how to unblock a NIC whose CNI reports no MAC.
 	sourceMAC        = "spec.domain.devices.interfaces[].macAddress, " + sourceL3
 	sourceDeviceInfo = SourceDeviceInfoFile + ", " + downwardapi.NetworkInfoAnnotation + " or " + downwardapi.NetworkStatusAnnotation
 )
 
-// The Missing* functions say what a consumer still lacks; empty means ready. They never report wrong
-// input: when Build would fail they return nil, so that a hook waiting for them stops at once and its
-// Build call reports the error instead of a timeout.
+// The Missing* functions say what a consumer still lacks; empty means ready (nil when Build would fail).
 
 // MissingForCloudInit lists, per bound interface, what cloud-init needs: a MAC to match the guest NIC,
 // and the interface's network-status or pod-networks entry (addresses, or DHCP from ipam_mode). An

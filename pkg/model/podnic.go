@@ -18,11 +18,9 @@ type PodNIC struct {
 	Interface BoundInterface
 	// Binding is how KubeVirt wires it: "masquerade", "bridge", or the plugin name.
 	Binding string
-	// FromPod says that the MAC is the pod interface's: with masquerade and bridge, KubeVirt gives the
-	// guest NIC the MAC of the pod's primary interface when the VMI sets none (v1.8
-	// pkg/network/domainspec/generators.go TapLibvirtSpecGenerator, run in SetupPodNetworkPhase2 before
-	// OnDefineDomain), and that MAC is in network-status (the first entry marked default with an interface
-	// name: pkg/network/multus/status.go LookupPodPrimaryIfaceName) and pod-networks (podInterfaceMAC).
+	// FromPod says that the MAC is the pod interface's: with masquerade and bridge, KubeVirt gives the guest
+	// NIC the pod's primary interface MAC when the VMI sets none (pkg/network/domainspec/generators.go
+	// TapLibvirtSpecGenerator, before OnDefineDomain); network-status and pod-networks carry it (podInterfaceMAC).
 	FromPod bool
 	// Unservable says why the MAC cannot be known before the domain is defined ("" when it can): other
 	// bindings leave it to libvirt, which makes one up at define time, after cloud-init data is built.
