@@ -59,17 +59,14 @@ type MissingError struct {
 }
 
 func (e *MissingError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "DownwardAPI data still missing (%v): %d item(s)", e.Err, len(e.Items))
+	lines := []string{fmt.Sprintf("DownwardAPI data still missing (%v): %d item(s)", e.Err, len(e.Items))}
 	for _, m := range e.Items {
-		b.WriteString("\n  ")
-		b.WriteString(m.String())
+		lines = append(lines, m.String())
 	}
 	for _, p := range e.Problems {
-		b.WriteString("\n  problem: ")
-		b.WriteString(p.Error())
+		lines = append(lines, "problem: "+p.Error())
 	}
-	return b.String()
+	return strings.Join(lines, "\n  ")
 }
 
 func (e *MissingError) Unwrap() error { return e.Err }

@@ -180,10 +180,9 @@ type podRouteJSON struct {
 	NextHop string `json:"nextHop"`
 }
 
-// ParsePodNetworks parses and validates the OVN-Kubernetes k8s.ovn.org/pod-networks annotation with the
-// rules of OVN-K's UnmarshalPodAnnotation: ip_addresses may be null (IPAM-less layer2/localnet) and fall
-// back to the deprecated ip_address; mac_address is required; routes never carry the default route and
-// a nextHop must match its destination's family. An empty value yields (nil, nil).
+// ParsePodNetworks parses the OVN-Kubernetes k8s.ovn.org/pod-networks annotation with the rules of OVN-K's
+// UnmarshalPodAnnotation: ip_addresses may be null (IPAM-less) or fall back to the deprecated ip_address;
+// mac_address is required; routes carry no default route. An empty value yields (nil, nil).
 func ParsePodNetworks(data []byte) (PodNetworks, error) {
 	var raw map[string]*podNetworkJSON
 	if ok, err := decodeJSON(PodNetworksAnnotation, data, &raw); !ok {
@@ -225,21 +224,20 @@ func convertPodNetwork(r *podNetworkJSON, fail func(string, error) error) (PodNe
 	for i, rt := range r.Routes {
 		field := fmt.Sprintf("routes[%d]", i)
 		dest, err := netval.ParsePrefix(rt.Dest)
+		if err == nil && dest.Bits() == 0 {
+			err = errors.New("default route must be given as gateway_ips, not a route")
+		}
 		if err != nil {
 			return pn, fail(field+".dest", err)
 		}
-		dest = dest.Masked()
-		if dest.Bits() == 0 {
-			return pn, fail(field+".dest", errors.New("default route must be given as gateway_ips, not a route"))
-		}
-		route := PodRoute{Dest: dest}
+		route := PodRoute{Dest: dest.Masked()}
 		if rt.NextHop != "" {
 			nh, err := netval.ParseAddr(rt.NextHop)
+			if err == nil && nh.Is4() != dest.Addr().Is4() {
+				err = fmt.Errorf("address family of %s differs from dest %s", nh, route.Dest)
+			}
 			if err != nil {
 				return pn, fail(field+".nextHop", err)
-			}
-			if nh.Is4() != dest.Addr().Is4() {
-				return pn, fail(field+".nextHop", fmt.Errorf("address family of %s differs from dest %s", nh, dest))
 			}
 			route.NextHop = nh
 		}
@@ -247,11 +245,11 @@ func convertPodNetwork(r *podNetworkJSON, fail func(string, error) error) (PodNe
 	}
 	if r.IPv6LLAGateway != "" {
 		a, err := netval.ParseAddr(r.IPv6LLAGateway)
+		if err == nil && !a.Is6() {
+			err = fmt.Errorf("%s is not an IPv6 address", a)
+		}
 		if err != nil {
 			return pn, fail("ipv6_lla_gateway_ip", err)
-		}
-		if !a.Is6() {
-			return pn, fail("ipv6_lla_gateway_ip", fmt.Errorf("%s is not an IPv6 address", a))
 		}
 		pn.IPv6LLAGateway = a
 	}

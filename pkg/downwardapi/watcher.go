@@ -1,6 +1,7 @@
 package downwardapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -66,14 +67,11 @@ type Watcher struct {
 // mounted, or not projected yet). It fails only when fsnotify cannot be set up.
 func NewWatcher(cfg Config) (*Watcher, error) {
 	w := &Watcher{
-		log:     cfg.Logger,
+		log:     cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
 		watched: map[string]bool{},
 		pod:     &Snapshot{},
 		closed:  make(chan struct{}),
 		done:    make(chan struct{}),
-	}
-	if w.log == nil {
-		w.log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.DeviceInfoFile != "" {
 		p, err := filepath.Abs(cfg.DeviceInfoFile)
@@ -226,10 +224,9 @@ func (w *Watcher) route(ev fsnotify.Event) []*source {
 			// The directory's own mode changed: files unreadable through it may be readable now.
 			dirty = append(dirty, s)
 		case filepath.Dir(name) == s.dir:
-			// kubelet renames ..data into place (Create; some systems report Write, see
-			// jimmidyson/configmap-reload#190) and creates the user-visible symlinks on the first update;
-			// a plain directory gets Create/Write/Remove of the file itself, and Chmod when its mode is
-			// fixed in place (a mode-000 file made readable). A re-read publishes only changed content.
+			// kubelet renames ..data into place (Create, or Write on some systems: jimmidyson/configmap-reload#190)
+			// and creates the user-visible symlinks on the first update; a plain directory gets Create/Write/Remove
+			// of the file, and Chmod when its mode is fixed in place. A re-read publishes only changed content.
 			base := filepath.Base(name)
 			if base == dataLink || slices.Contains(s.files, base) {
 				dirty = append(dirty, s)
@@ -244,10 +241,9 @@ func within(path, p string) bool {
 	return path == p || strings.HasPrefix(path, strings.TrimSuffix(p, "/")+"/")
 }
 
-// reconcile watches s.dir, or while it does not exist, its nearest existing ancestor. The ancestor's
-// Create event for the next path component brings the watch back down; no polling is needed. After an
-// ancestor is watched it tries to descend again, because a component may have appeared between the
-// failed Add and the ancestor's watch (that Create was never seen).
+// reconcile watches s.dir, or while it does not exist, its nearest existing ancestor, whose Create event for
+// the next path component brings the watch back down. It then tries to descend again at once: a component
+// may have appeared between the failed Add and the ancestor's watch (that Create was never seen).
 func (w *Watcher) reconcile(s *source) {
 	p := s.dir
 	for w.fsw.Add(p) != nil {
@@ -363,9 +359,8 @@ func (w *Watcher) build(gen uint64) *Snapshot {
 }
 
 func (w *Watcher) logPublished(s *Snapshot) {
-	w.log.Info("downwardapi: snapshot published", "generation", s.Generation,
-		"deviceInfo", s.DeviceInfo != nil, "podInfo", s.PodInfo,
-		"annotations", len(s.Annotations), "problems", len(s.Problems))
+	w.log.Info("downwardapi: snapshot published", "generation", s.Generation, "deviceInfo", s.DeviceInfo != nil,
+		"podInfo", s.PodInfo, "annotations", len(s.Annotations), "problems", len(s.Problems))
 	for _, p := range s.Problems {
 		w.log.Warn("downwardapi: input problem", "generation", s.Generation, "error", p)
 	}

@@ -12,11 +12,8 @@ import (
 
 // Options are the sidecar settings Build needs.
 type Options struct {
-	// BindingName is the binding name in the KubeVirt CR; interfaces with binding.name equal to it
-	// are ours.
-	BindingName string
-	// PodIP is env MY_POD_IP; "" when unset. It decides the primary IP family.
-	PodIP string
+	BindingName string // the binding name in the KubeVirt CR: interfaces with binding.name equal to it are ours
+	PodIP       string // env MY_POD_IP, "" when unset: it decides the primary IP family
 }
 
 // Values of pod-networks fields this package interprets.
@@ -117,7 +114,7 @@ func build(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options
 		if key := d.MAC; !key.IsZero() {
 			if i, dup := macOwner[key]; dup {
 				other := &out[i]
-				return nil, &InputError{Interface: d.Name, Network: d.Network, Source: d.MACSource.sourceName(), Field: "mac",
+				return nil, &InputError{Interface: d.Name, Network: d.Network, Source: macSourceInput[d.MACSource], Field: "mac",
 					Err: fmt.Errorf("MAC %s is also the MAC of interface %s (from %s): the guest could not tell the NICs apart",
 						key, netval.Quote(other.Name), other.MACSource)}
 			}
@@ -128,19 +125,9 @@ func build(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options
 	return out, nil
 }
 
-// sourceName is the input a MACSource stands for, as InputError.Source names it.
-func (s MACSource) sourceName() string {
-	switch s {
-	case MACFromNetworkStatus:
-		return downwardapi.NetworkStatusAnnotation
-	case MACFromPodNetworks:
-		return downwardapi.PodNetworksAnnotation
-	case MACFromNetworkInfo:
-		return downwardapi.NetworkInfoAnnotation
-	default:
-		return SourceVMI
-	}
-}
+// macSourceInput is the input each MACSource stands for, as InputError.Source names it.
+var macSourceInput = map[MACSource]string{MACFromVMI: SourceVMI, MACFromNetworkStatus: downwardapi.NetworkStatusAnnotation,
+	MACFromPodNetworks: downwardapi.PodNetworksAnnotation, MACFromNetworkInfo: downwardapi.NetworkInfoAnnotation}
 
 // ifaceFailer builds InputErrors for one bound interface.
 type ifaceFailer struct{ iface, network string }
@@ -163,29 +150,43 @@ func derive(b binding, snap *downwardapi.Snapshot, idx snapshotIndex, primary Fa
 	if err := d.setGuestDevice(b.iface, f); err != nil {
 		return d, err
 	}
-	src, err := findSources(b, snap, idx, d.PodInterfaceName, vmiNamespace, f)
+	// The snapshot entries of the interface, nil where absent; network-info comes from the device-info
+	// file (fileInfo) and the kubevirt.io/network-info annotation (annInfo).
+	st, err := lookupNetworkStatus(snap.NetworkStatus, idx.status, d.PodInterfaceName, b.nad, vmiNamespace, f)
 	if err != nil {
 		return d, err
 	}
-	d.hasNetworkStatus, d.hasPodNetworks = src.status != nil, src.pod != nil
-	if err := d.setMAC(b.iface.MacAddress, src.status, src.fileInfo, src.annInfo, src.pod, f); err != nil {
+	fileInfo, err := lookupNetworkInfo(snap.DeviceInfo, idx.fileInfo, b.network.Name, SourceDeviceInfoFile, f)
+	if err != nil {
 		return d, err
 	}
-	if err := d.setDeviceInfo(src.status, src.fileInfo, src.annInfo, f); err != nil {
+	annInfo, err := lookupNetworkInfo(snap.NetworkInfo, idx.annInfo, b.network.Name, downwardapi.NetworkInfoAnnotation, f)
+	if err != nil {
 		return d, err
 	}
-	if err := d.setPodNetworkMode(src.pod, f); err != nil {
+	var pn *downwardapi.PodNetwork
+	if p, ok := snap.PodNetworks[b.podNetworksKey]; ok {
+		pn = &p
+	}
+	d.hasNetworkStatus, d.hasPodNetworks = st != nil, pn != nil
+	if err := d.setMAC(b.iface.MacAddress, st, fileInfo, annInfo, pn, f); err != nil {
 		return d, err
 	}
-	if err := d.setL3(src.status, src.pod, primary, f); err != nil {
+	if err := d.setDeviceInfo(st, fileInfo, annInfo, f); err != nil {
 		return d, err
 	}
-	if src.status != nil {
-		if err := d.setDNS(src.status.DNS, f); err != nil {
+	if err := d.setPodNetworkMode(pn, f); err != nil {
+		return d, err
+	}
+	if err := d.setL3(st, pn, primary, f); err != nil {
+		return d, err
+	}
+	if st != nil {
+		if err := d.setDNS(st.DNS, f); err != nil {
 			return d, err
 		}
 	}
-	return d, d.setMTU(src.status, src.fileInfo, src.annInfo, f)
+	return d, d.setMTU(st, fileInfo, annInfo, f)
 }
 
 // setGuestDevice copies what the VMI spec says of the guest device: PCI address and boot order.
@@ -201,30 +202,6 @@ func (d *derived) setGuestDevice(iface Interface, f ifaceFailer) error {
 		d.BootOrder = &order
 	}
 	return nil
-}
-
-// sources are the snapshot entries of one bound interface; nil where absent.
-type sources struct {
-	status   *downwardapi.NetworkStatus
-	pod      *downwardapi.PodNetwork
-	fileInfo *downwardapi.NetworkInfoInterface // device-info file
-	annInfo  *downwardapi.NetworkInfoInterface // kubevirt.io/network-info annotation
-}
-
-func findSources(b binding, snap *downwardapi.Snapshot, idx snapshotIndex, podIface, vmiNamespace string, f ifaceFailer) (sources, error) {
-	var src sources
-	var err error
-	if src.status, err = lookupNetworkStatus(snap.NetworkStatus, idx.status, podIface, b.nad, vmiNamespace, f); err != nil {
-		return src, err
-	}
-	if p, ok := snap.PodNetworks[b.podNetworksKey]; ok {
-		src.pod = &p
-	}
-	if src.fileInfo, err = lookupNetworkInfo(snap.DeviceInfo, idx.fileInfo, b.network.Name, SourceDeviceInfoFile, f); err != nil {
-		return src, err
-	}
-	src.annInfo, err = lookupNetworkInfo(snap.NetworkInfo, idx.annInfo, b.network.Name, downwardapi.NetworkInfoAnnotation, f)
-	return src, err
 }
 
 // setPodNetworkMode takes DHCP and the role from pod-networks.

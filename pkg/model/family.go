@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -13,14 +14,10 @@ import (
 const defaultPodNetworksKey = "default"
 
 func (f Family) String() string {
-	switch f {
-	case IPv4:
-		return "IPv4"
-	case IPv6:
-		return "IPv6"
-	default:
+	if f != IPv4 && f != IPv6 {
 		return "unknown"
 	}
+	return fmt.Sprintf("IPv%d", int(f))
 }
 
 // FamilyOf returns the family of a valid address (IPv4-mapped IPv6 counts as IPv4).

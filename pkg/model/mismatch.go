@@ -13,11 +13,10 @@ type MACMismatch struct {
 	Interface string
 	Network   string
 	VMI       netval.MAC
-	// NetworkStatus is network-status's MAC; zero when the comparison was with network-info.
+	// NetworkStatus is network-status's MAC, zero when the comparison was with network-info; ReportedBy
+	// names the source compared with: an annotation key or the device-info file path.
 	NetworkStatus netval.MAC
-	// ReportedBy names the source the VMI's MAC was compared with: the network-status annotation key,
-	// the device-info file path or the network-info annotation key.
-	ReportedBy string
+	ReportedBy    string
 }
 
 // MACMismatches lists the bound interfaces whose VMI macAddress and CNI-reported MAC differ; nothing when
@@ -51,8 +50,7 @@ type NetworkInfoMismatch struct {
 	Interface string
 	Network   string
 	Field     string
-	// Source is where the disagreeing network-info value came from (file path or annotation key).
-	Source string
+	Source    string // where the disagreeing network-info value came from (file path or annotation key)
 }
 
 // NetworkInfoMismatches lists, per bound interface and field, where network-info and network-status

@@ -52,10 +52,9 @@ func isBound(iface Interface, bindingName string) bool {
 type binding struct {
 	iface   Interface
 	network Network
-	// nad is the qualified "<ns>/<nad>" of multus.networkName.
-	nad string
-	// podNetworksKey is the k8s.ovn.org/pod-networks key: nad, or "<nad>/<n>" for the n-th
-	// (n >= 1) attachment of the same NAD (OVN-K util.GetIndexedNADKey).
+	nad     string // the qualified "<ns>/<nad>" of multus.networkName
+	// podNetworksKey is the k8s.ovn.org/pod-networks key: nad, or "<nad>/<n>" for the n-th (n >= 1)
+	// attachment of the same NAD (OVN-K util.GetIndexedNADKey).
 	podNetworksKey string
 	// hashedIface and ordinalIface are the pod interface names under KubeVirt's two name schemes.
 	hashedIface  string

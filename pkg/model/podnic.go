@@ -14,10 +14,8 @@ import (
 // fallback only when the datasource has no network config: stages.py _find_networking_config), so the
 // writer must configure this NIC too, by DHCPv4 as the fallback does, matched by MAC.
 type PodNIC struct {
-	// Interface is the NIC as a DHCP BoundInterface; MAC is zero while it is not known.
-	Interface BoundInterface
-	// Binding is how KubeVirt wires it: "masquerade", "bridge", or the plugin name.
-	Binding string
+	Interface BoundInterface // the NIC as a DHCP BoundInterface; MAC is zero while it is not known
+	Binding   string         // how KubeVirt wires it: "masquerade", "bridge", or the plugin name
 	// FromPod says that the MAC is the pod interface's: with masquerade and bridge, KubeVirt gives the guest
 	// NIC the pod's primary interface MAC when the VMI sets none (pkg/network/domainspec/generators.go
 	// TapLibvirtSpecGenerator, before OnDefineDomain); network-status and pod-networks carry it (podInterfaceMAC).
@@ -103,11 +101,10 @@ func podBindingName(iface Interface) string {
 }
 
 // podInterfaceMAC is the MAC of the pod's primary interface, the same on every call whatever the map order:
-//   - network-status: the first entry marked default with an interface name is the pod's primary interface
-//     (KubeVirt v1.8/v1.9 pkg/network/multus/status.go LookupPodPrimaryIfaceName); its mac, when set and not
-//     all-zero, is the answer. A later default entry is another interface and never supplies the MAC.
-//   - else pod-networks: the entry whose role is primary, else the one keyed "default" without a role (OVN-K
-//     before roles). Two primary entries with different MACs are ambiguous: an error naming both keys.
+//   - network-status: the mac, when set and not all-zero, of the first entry marked default with an interface
+//     name (KubeVirt pkg/network/multus/status.go LookupPodPrimaryIfaceName); a later one is another interface.
+//   - else pod-networks: the entry whose role is primary (two with different MACs are ambiguous: an error),
+//     else the one keyed "default" without a role (OVN-K before roles).
 //
 // The MAC is zero, with no source, when neither has one; a bad input is an *InputError from f.
 func podInterfaceMAC(snap *downwardapi.Snapshot, f ifaceFailer) (netval.MAC, MACSource, error) {

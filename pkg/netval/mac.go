@@ -24,9 +24,8 @@ func ParseMAC(s string) (MAC, error) {
 	return m, nil
 }
 
-// CheckHardwareAddr accepts any link-layer address net.ParseMAC does (EUI-48, EUI-64, 20-byte IPoIB):
-// network-status and network-info list every network of the pod, not only ours, and an InfiniBand
-// secondary network must not make the whole annotation unusable.
+// CheckHardwareAddr accepts any link-layer address net.ParseMAC does (EUI-48, EUI-64, 20-byte IPoIB): the
+// annotations list every network of the pod, and an InfiniBand one must not make them unusable.
 func CheckHardwareAddr(s string) error {
 	if _, err := net.ParseMAC(s); err != nil {
 		return fmt.Errorf("invalid MAC %s", Quote(s))

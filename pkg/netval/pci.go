@@ -14,13 +14,10 @@ type PCIAddress struct {
 	Function uint8 // 0-7
 }
 
-// PCI address widths. The domain has 4 to 8 hex digits: the kernel names a device "%04x:%02x:%02x.%d"
-// with a 32-bit domain (drivers/pci/pci.c pci_name via dev_set_name in pci_setup_device), so a domain
-// above 0xffff prints with more digits; Intel VMD domains start at 0x10000
-// (drivers/pci/controller/vmd.c vmd_find_free_domain). libvirt accepts a 32-bit domain
-// (src/util/virpci.c virPCIDeviceAddressIsValid: domain <= 0xFFFFFFFF, since libvirt 6.x). KubeVirt's
-// own pattern (pkg/util/hardware/hw_utils.go PCI_ADDRESS_PATTERN) wants exactly 4, but it applies to
-// KubeVirt's own sriov binding and to VMI pciAddress, which KubeVirt's webhook has checked before we see it.
+// PCI address widths. The domain has 4 to 8 hex digits: the kernel names a device "%04x:%02x:%02x.%d" with a
+// 32-bit domain (drivers/pci/pci.c pci_name), and Intel VMD domains start at 0x10000 (drivers/pci/controller/vmd.c);
+// libvirt accepts a 32-bit domain (src/util/virpci.c virPCIDeviceAddressIsValid). KubeVirt's PCI_ADDRESS_PATTERN
+// (pkg/util/hardware/hw_utils.go) wants exactly 4, but only for its own sriov binding and VMI pciAddress.
 const (
 	minPCIDomainDigits = 4
 	maxPCIDomainDigits = 8
