@@ -230,9 +230,8 @@ func (d *derived) setPodNetworkMode(pn *downwardapi.PodNetwork, f ifaceFailer) e
 // 0 means absent; every present value must be a usable MTU.
 func (d *derived) setMTU(st *downwardapi.NetworkStatus, fileInfo, annInfo *downwardapi.NetworkInfoInterface, f ifaceFailer) error {
 	type candidate struct {
-		where string
-		field string
-		value int
+		where, field string
+		value        int
 	}
 	var cands []candidate
 	if st != nil {

@@ -11,10 +11,8 @@ import (
 func (d *derived) setMAC(vmiMAC string, st *downwardapi.NetworkStatus, fileInfo, annInfo *downwardapi.NetworkInfoInterface,
 	pn *downwardapi.PodNetwork, f ifaceFailer) error {
 	type candidate struct {
-		source MACSource
-		where  string
-		field  string
-		value  string
+		source              MACSource
+		where, field, value string
 	}
 	cands := []candidate{{MACFromVMI, SourceVMI, "spec.domain.devices.interfaces[].macAddress", vmiMAC}}
 	if st != nil {

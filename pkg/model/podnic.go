@@ -32,14 +32,11 @@ func FindPodNIC(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, binding
 	if vmi == nil {
 		return nil, nil
 	}
-	pod := make(map[string]bool, len(vmi.Spec.Networks))
-	for _, n := range vmi.Spec.Networks {
-		if n.Pod != nil {
-			pod[n.Name] = true
-		}
+	onPodNetwork := func(iface Interface) bool {
+		return slices.ContainsFunc(vmi.Spec.Networks, func(n Network) bool { return n.Name == iface.Name && n.Pod != nil })
 	}
 	for _, iface := range vmi.Spec.Domain.Devices.Interfaces {
-		if !pod[iface.Name] || isBound(iface, bindingName) || iface.State == InterfaceStateAbsent {
+		if !onPodNetwork(iface) || isBound(iface, bindingName) || iface.State == InterfaceStateAbsent {
 			continue
 		}
 		f := ifaceFailer{iface: iface.Name, network: iface.Name}
