@@ -20,36 +20,33 @@ type FieldError struct {
 
 // Error reads "<source>[: <key>][: field <field>]: <cause>".
 func (e *FieldError) Error() string {
-	parts := make([]string, 0, 4)
-	parts = append(parts, e.Source)
+	s := e.Source
 	if e.Key != "" {
-		parts = append(parts, e.Key)
+		s += ": " + e.Key
 	}
 	if e.Field != "" {
-		parts = append(parts, "field "+e.Field)
+		s += ": field " + e.Field
 	}
-	return strings.Join(append(parts, e.Err.Error()), ": ")
+	return s + ": " + e.Err.Error()
 }
 
 func (e *FieldError) Unwrap() error { return e.Err }
 
 // String renders one missing item as "interface X (network Y): <source> <field>".
 func (m Missing) String() string {
-	var b strings.Builder
+	what := m.Source
+	if m.Field != "" {
+		what += " " + m.Field
+	}
 	switch {
 	case m.Interface != "" && m.Network != "":
-		fmt.Fprintf(&b, "interface %s (network %s): ", m.Interface, m.Network)
+		return fmt.Sprintf("interface %s (network %s): %s", m.Interface, m.Network, what)
 	case m.Interface != "":
-		fmt.Fprintf(&b, "interface %s: ", m.Interface)
+		return fmt.Sprintf("interface %s: %s", m.Interface, what)
 	case m.Network != "":
-		fmt.Fprintf(&b, "network %s: ", m.Network)
+		return fmt.Sprintf("network %s: %s", m.Network, what)
 	}
-	b.WriteString(m.Source)
-	if m.Field != "" {
-		b.WriteString(" ")
-		b.WriteString(m.Field)
-	}
-	return b.String()
+	return what
 }
 
 // MissingError is returned by Watcher.Wait when the context ends (or the watcher closes) before the
@@ -62,17 +59,14 @@ type MissingError struct {
 }
 
 func (e *MissingError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "DownwardAPI data still missing (%v): %d item(s)", e.Err, len(e.Items))
+	lines := []string{fmt.Sprintf("DownwardAPI data still missing (%v): %d item(s)", e.Err, len(e.Items))}
 	for _, m := range e.Items {
-		b.WriteString("\n  ")
-		b.WriteString(m.String())
+		lines = append(lines, m.String())
 	}
 	for _, p := range e.Problems {
-		b.WriteString("\n  problem: ")
-		b.WriteString(p.Error())
+		lines = append(lines, "problem: "+p.Error())
 	}
-	return b.String()
+	return strings.Join(lines, "\n  ")
 }
 
 func (e *MissingError) Unwrap() error { return e.Err }

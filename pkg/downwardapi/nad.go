@@ -1,11 +1,8 @@
 package downwardapi
 
 // The Multus network-status types below mirror, field for field and tag for tag, those of
-// github.com/k8snetworkplumbingwg/network-attachment-definition-client v1.7.7
-// (pkg/apis/k8s.cni.cncf.io/v1/types.go). They are ours so that the sidecar does not link
-// k8s.io/apimachinery through that package, which would add to the memory of every VM pod
-// (docs/footprint.md). The test module decodes the same documents with both and asserts equal results
-// (test/downwardapi).
+// network-attachment-definition-client v1.7.7 (pkg/apis/k8s.cni.cncf.io/v1/types.go), so that no VM pod
+// pays for linking k8s.io/apimachinery (docs/footprint.md); test/downwardapi asserts both decode alike.
 
 // Device-info types and version, as Multus writes them.
 const (

@@ -21,19 +21,25 @@ func checkSize(source string, data []byte) error {
 	return nil
 }
 
+// decodeJSON decodes data into v. Empty or whitespace-only data means "not written yet": v stays
+// untouched and ok is false, with no error.
+func decodeJSON(source string, data []byte, v any) (ok bool, err error) {
+	if err := checkSize(source, data); err != nil || len(bytes.TrimSpace(data)) == 0 {
+		return false, err
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return false, &FieldError{Source: source, Err: fmt.Errorf("invalid JSON: %w", err)}
+	}
+	return true, nil
+}
+
 // ParseNetworkInfo parses the device-info file or the kubevirt.io/network-info annotation (same JSON,
 // KubeVirt pkg/network/downwardapi/types.go). Empty or whitespace-only input means "not written yet"
 // (the file is projected empty until virt-controller adds the annotation): it returns (nil, nil).
 func ParseNetworkInfo(source string, data []byte) (*NetworkInfo, error) {
-	if err := checkSize(source, data); err != nil {
-		return nil, err
-	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, nil
-	}
 	var info NetworkInfo
-	if err := json.Unmarshal(data, &info); err != nil {
-		return nil, &FieldError{Source: source, Err: fmt.Errorf("invalid JSON: %w", err)}
+	if ok, err := decodeJSON(source, data, &info); !ok {
+		return nil, err
 	}
 	seen := make(map[string]bool, len(info.Interfaces))
 	for i, iface := range info.Interfaces {
@@ -51,8 +57,8 @@ func ParseNetworkInfo(source string, data []byte) (*NetworkInfo, error) {
 				return nil, &FieldError{Source: source, Key: key, Field: field("mac"), Err: err}
 			}
 		}
-		if iface.Mtu < 0 || iface.Mtu > 65535 {
-			return nil, &FieldError{Source: source, Key: key, Field: field("mtu"), Err: fmt.Errorf("out of range: %d", iface.Mtu)}
+		if err := netval.CheckReportedMTU(iface.Mtu); err != nil {
+			return nil, &FieldError{Source: source, Key: key, Field: field("mtu"), Err: err}
 		}
 		if f, err := validateDeviceInfo(iface.DeviceInfo); err != nil {
 			return nil, &FieldError{Source: source, Key: key, Field: field("deviceInfo." + f), Err: err}
@@ -73,14 +79,10 @@ func ParseFormatMap(source string, data []byte) (map[string]string, error) {
 	if len(data) == 0 {
 		return m, nil
 	}
-	lines := strings.Split(string(data), "\n")
-	for n, line := range lines {
+	// Only a trailing newline (a hand-written file) is harmless; kubelet writes none.
+	for n, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
 		lineKey := fmt.Sprintf("line %d", n+1)
 		if line == "" {
-			// Only a trailing newline (a hand-written file) is harmless; kubelet writes none.
-			if n == len(lines)-1 {
-				continue
-			}
 			return nil, &FieldError{Source: source, Key: lineKey, Err: errors.New("empty line")}
 		}
 		key, quoted, ok := strings.Cut(line, "=")
@@ -106,28 +108,19 @@ func ParseFormatMap(source string, data []byte) (map[string]string, error) {
 	return m, nil
 }
 
-// ParseNetworkStatus parses the Multus k8s.v1.cni.cncf.io/network-status annotation: a JSON list of
-// entries. It does not check the entries' fields: the annotation lists every interface of the pod, and
-// one that is not ours is not our business (a bad nameserver of another network must not stop our VM).
-// The model checks the entries it uses with CheckNetworkStatusEntry. An empty value yields (nil, nil).
+// ParseNetworkStatus parses the Multus k8s.v1.cni.cncf.io/network-status annotation, a JSON list, without
+// checking the entries: a bad nameserver of another network must not stop our VM. The model checks the
+// entries it uses with CheckNetworkStatusEntry. An empty value yields (nil, nil).
 func ParseNetworkStatus(data []byte) ([]NetworkStatus, error) {
-	const source = NetworkStatusAnnotation
-	if err := checkSize(source, data); err != nil {
-		return nil, err
-	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, nil
-	}
 	var statuses []NetworkStatus
-	if err := json.Unmarshal(data, &statuses); err != nil {
-		return nil, &FieldError{Source: source, Err: fmt.Errorf("invalid JSON: %w", err)}
+	if ok, err := decodeJSON(NetworkStatusAnnotation, data, &statuses); !ok {
+		return nil, err
 	}
 	return statuses, nil
 }
 
 // CheckNetworkStatusEntry validates entry i of network-status, one the caller uses: name, ips (bare
-// addresses, no prefix), mac, mtu, gateway, dns.nameservers and device-info PCI addresses. The error
-// names the entry and the field.
+// addresses), mac, mtu, gateway, dns.nameservers and device-info PCI addresses.
 func CheckNetworkStatusEntry(i int, st NetworkStatus) *FieldError {
 	key := fmt.Sprintf("[%d] network %s", i, netval.Quote(st.Name))
 	if st.Interface != "" {
@@ -187,27 +180,19 @@ type podRouteJSON struct {
 	NextHop string `json:"nextHop"`
 }
 
-// ParsePodNetworks parses and validates the OVN-Kubernetes k8s.ovn.org/pod-networks annotation with the
-// rules of OVN-K's UnmarshalPodAnnotation: ip_addresses may be null (IPAM-less layer2/localnet) and fall
-// back to the deprecated ip_address; mac_address is required; routes never carry the default route and
-// a nextHop must match its destination's family. An empty value yields (nil, nil).
+// ParsePodNetworks parses the OVN-Kubernetes k8s.ovn.org/pod-networks annotation with the rules of OVN-K's
+// UnmarshalPodAnnotation: ip_addresses may be null (IPAM-less) or fall back to the deprecated ip_address;
+// mac_address is required; routes carry no default route. An empty value yields (nil, nil).
 func ParsePodNetworks(data []byte) (PodNetworks, error) {
-	const source = PodNetworksAnnotation
-	if err := checkSize(source, data); err != nil {
-		return nil, err
-	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, nil
-	}
 	var raw map[string]*podNetworkJSON
-	if err := json.Unmarshal(data, &raw); err != nil {
-		return nil, &FieldError{Source: source, Err: fmt.Errorf("invalid JSON: %w", err)}
+	if ok, err := decodeJSON(PodNetworksAnnotation, data, &raw); !ok {
+		return nil, err
 	}
 	out := make(PodNetworks, len(raw))
 	for name, r := range raw {
 		key := "network " + netval.Quote(name)
 		fail := func(field string, err error) error {
-			return &FieldError{Source: source, Key: key, Field: field, Err: err}
+			return &FieldError{Source: PodNetworksAnnotation, Key: key, Field: field, Err: err}
 		}
 		if name == "" {
 			return nil, fail("", errors.New("empty network key"))
@@ -227,34 +212,32 @@ func ParsePodNetworks(data []byte) (PodNetworks, error) {
 func convertPodNetwork(r *podNetworkJSON, fail func(string, error) error) (PodNetwork, error) {
 	pn := PodNetwork{TunnelID: r.TunnelID, Role: r.Role, IPAMMode: r.IPAMMode}
 	var err error
-	ips, ipField := listOrLegacy("ip_addresses", r.IPAddresses, "ip_address", r.IPAddress, false)
-	if pn.IPAddresses, err = parseAll(ips, ipField, netval.ParsePrefix, fail); err != nil {
+	if pn.IPAddresses, err = parseList("ip_addresses", r.IPAddresses, "ip_address", r.IPAddress, netval.ParsePrefix, fail); err != nil {
 		return pn, err
 	}
 	if pn.MAC, err = netval.ParseMAC(r.MACAddress); err != nil {
 		return pn, fail("mac_address", err)
 	}
-	gws, gwField := listOrLegacy("gateway_ips", r.GatewayIPs, "gateway_ip", r.GatewayIP, true)
-	if pn.Gateways, err = parseAll(gws, gwField, netval.ParseAddr, fail); err != nil {
+	if pn.Gateways, err = parseList("gateway_ips", r.GatewayIPs, "gateway_ip[0]", r.GatewayIP, netval.ParseAddr, fail); err != nil {
 		return pn, err
 	}
 	for i, rt := range r.Routes {
+		field := fmt.Sprintf("routes[%d]", i)
 		dest, err := netval.ParsePrefix(rt.Dest)
+		if err == nil && dest.Bits() == 0 {
+			err = errors.New("default route must be given as gateway_ips, not a route")
+		}
 		if err != nil {
-			return pn, fail(fmt.Sprintf("routes[%d].dest", i), err)
+			return pn, fail(field+".dest", err)
 		}
-		dest = dest.Masked()
-		if dest.Bits() == 0 {
-			return pn, fail(fmt.Sprintf("routes[%d].dest", i), errors.New("default route must be given as gateway_ips, not a route"))
-		}
-		route := PodRoute{Dest: dest}
+		route := PodRoute{Dest: dest.Masked()}
 		if rt.NextHop != "" {
 			nh, err := netval.ParseAddr(rt.NextHop)
-			if err != nil {
-				return pn, fail(fmt.Sprintf("routes[%d].nextHop", i), err)
+			if err == nil && nh.Is4() != dest.Addr().Is4() {
+				err = fmt.Errorf("address family of %s differs from dest %s", nh, route.Dest)
 			}
-			if nh.Is4() != dest.Addr().Is4() {
-				return pn, fail(fmt.Sprintf("routes[%d].nextHop", i), fmt.Errorf("address family of %s differs from dest %s", nh, dest))
+			if err != nil {
+				return pn, fail(field+".nextHop", err)
 			}
 			route.NextHop = nh
 		}
@@ -262,71 +245,57 @@ func convertPodNetwork(r *podNetworkJSON, fail func(string, error) error) (PodNe
 	}
 	if r.IPv6LLAGateway != "" {
 		a, err := netval.ParseAddr(r.IPv6LLAGateway)
+		if err == nil && !a.Is6() {
+			err = fmt.Errorf("%s is not an IPv6 address", a)
+		}
 		if err != nil {
 			return pn, fail("ipv6_lla_gateway_ip", err)
-		}
-		if !a.Is6() {
-			return pn, fail("ipv6_lla_gateway_ip", fmt.Errorf("%s is not an IPv6 address", a))
 		}
 		pn.IPv6LLAGateway = a
 	}
 	return pn, nil
 }
 
-// listOrLegacy returns an OVN-K list field, or, when it is empty, the deprecated single-stack field older
-// OVN-K writes instead, with a function naming entry i for errors (the legacy field with "[0]" only when
-// indexLegacy).
-func listOrLegacy(field string, list []string, legacyField, legacy string, indexLegacy bool) ([]string, func(int) string) {
+// parseList parses every entry of an OVN-K list field or, when the list is empty, the deprecated
+// single-stack field older OVN-K writes instead. The first bad entry fails, named by its field.
+func parseList[T any](field string, list []string, legacyField, legacy string, parse func(string) (T, error),
+	fail func(string, error) error) ([]T, error) {
 	if len(list) == 0 && legacy != "" {
-		return []string{legacy}, func(i int) string {
-			if indexLegacy {
-				return fmt.Sprintf("%s[%d]", legacyField, i)
-			}
-			return legacyField
+		v, err := parse(legacy)
+		if err != nil {
+			return nil, fail(legacyField, err)
 		}
+		return []T{v}, nil
 	}
-	return list, func(i int) string { return fmt.Sprintf("%s[%d]", field, i) }
-}
-
-// parseAll parses every entry of a list field; the first bad one fails, named by field.
-func parseAll[T any](list []string, field func(int) string, parse func(string) (T, error), fail func(string, error) error) ([]T, error) {
 	var out []T
 	for i, s := range list {
 		v, err := parse(s)
 		if err != nil {
-			return nil, fail(field(i), err)
+			return nil, fail(fmt.Sprintf("%s[%d]", field, i), err)
 		}
 		out = append(out, v)
 	}
 	return out, nil
 }
 
-// validateDeviceInfo checks the PCI addresses a binding would hand to libvirt, with the rule of
-// netval.ParsePCIAddress that domain.Apply applies later; it returns the failing field relative to the
-// device-info object.
+// validateDeviceInfo checks the PCI addresses a binding would hand to libvirt (netval.ParsePCIAddress, as
+// domain.Apply later does); it returns the failing field relative to the device-info object.
 func validateDeviceInfo(d *DeviceInfo) (string, error) {
-	if d == nil {
-		return "", nil
+	type pciField struct{ name, addr string }
+	var fields []pciField
+	if d != nil && d.Pci != nil {
+		fields = append(fields, pciField{"pci.pci-address", d.Pci.PciAddress}, pciField{"pci.pf-pci-address", d.Pci.PfPciAddress})
 	}
-	check := func(field, addr string) (string, error) {
-		if addr == "" {
-			return "", nil
-		}
-		if _, err := netval.ParsePCIAddress(addr); err != nil {
-			return field, err
-		}
-		return "", nil
+	if d != nil && d.Vdpa != nil {
+		fields = append(fields, pciField{"vdpa.pci-address", d.Vdpa.PciAddress})
 	}
-	if d.Pci != nil {
-		if f, err := check("pci.pci-address", d.Pci.PciAddress); err != nil {
-			return f, err
+	for _, f := range fields {
+		if f.addr == "" {
+			continue
 		}
-		if f, err := check("pci.pf-pci-address", d.Pci.PfPciAddress); err != nil {
-			return f, err
+		if _, err := netval.ParsePCIAddress(f.addr); err != nil {
+			return f.name, err
 		}
-	}
-	if d.Vdpa != nil {
-		return check("vdpa.pci-address", d.Vdpa.PciAddress)
 	}
 	return "", nil
 }

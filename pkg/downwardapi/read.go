@@ -27,25 +27,21 @@ type fileState struct {
 }
 
 func (a fileState) equal(b fileState) bool {
-	if a.present != b.present || !bytes.Equal(a.data, b.data) || (a.err == nil) != (b.err == nil) {
-		return false
-	}
-	return a.err == nil || a.err.Error() == b.err.Error()
+	sameErr := a.err == nil && b.err == nil || a.err != nil && b.err != nil && a.err.Error() == b.err.Error()
+	return a.present == b.present && bytes.Equal(a.data, b.data) && sameErr
 }
 
-// readFiles reads names from dir. In a kubelet volume it reads them all through the one timestamped
-// directory ..data points at, so labels and annotations always come from the same update; if that
-// directory vanishes mid-read (the next swap already happened), it starts again. Outside kubelet volumes
-// (no ..data) it reads dir/name directly.
+// readFiles reads names from dir. In a kubelet volume it reads them all through the timestamped directory
+// ..data points at, so that they come from the same update, and starts again if that directory vanishes
+// mid-read (the next swap happened). Without ..data it reads dir/name directly.
 func readFiles(dir string, names []string) []fileState {
 	states := make([]fileState, len(names))
 	for attempt := 0; ; attempt++ {
 		base := dir
 		target, linkErr := os.Readlink(filepath.Join(dir, dataLink))
 		if linkErr == nil {
-			if filepath.IsAbs(target) {
-				base = target
-			} else {
+			base = target
+			if !filepath.IsAbs(target) {
 				base = filepath.Join(dir, target)
 			}
 		}

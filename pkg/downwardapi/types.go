@@ -9,7 +9,7 @@ import (
 // Annotation keys the sidecar reads from the pod-info volume.
 const (
 	NetworkInfoAnnotation   = "kubevirt.io/network-info"
-	NetworkStatusAnnotation = "k8s.v1.cni.cncf.io/network-status" // "k8s.v1.cni.cncf.io/network-status"
+	NetworkStatusAnnotation = "k8s.v1.cni.cncf.io/network-status"
 	PodNetworksAnnotation   = "k8s.ovn.org/pod-networks"
 )
 
@@ -29,10 +29,9 @@ type NetworkInfo struct {
 	Interfaces []NetworkInfoInterface `json:"interfaces,omitempty"`
 }
 
-// NetworkInfoInterface is one entry of NetworkInfo: the VMI network name, the device-info Multus
-// reported for it, and the MAC (VEP #127, KubeVirt >= v1.8) and MTU (KubeVirt >= v1.9) Multus reported:
-// virt-controller copies them from network-status (kubevirt v1.9.0 pkg/network/downwardapi/networkinfo.go).
-// Mac is "" and Mtu 0 when absent (older KubeVirt, or the CNI reported none).
+// NetworkInfoInterface is one entry of NetworkInfo: the VMI network, and the device-info, MAC (KubeVirt
+// >= v1.8) and MTU (>= v1.9) virt-controller copies from network-status (pkg/network/downwardapi/networkinfo.go).
+// Mac is "" and Mtu 0 when absent.
 type NetworkInfoInterface struct {
 	Network    string      `json:"network"`
 	DeviceInfo *DeviceInfo `json:"deviceInfo,omitempty"`
@@ -47,19 +46,15 @@ type PodNetworks map[string]PodNetwork
 // PodNetwork is one validated entry of k8s.ovn.org/pod-networks. OVN-Kubernetes keeps its Go type
 // unexported (go-controller/pkg/util/pod_annotation.go), so this is ours.
 type PodNetwork struct {
-	// IPAddresses keep the host address and the subnet prefix ("10.20.2.5/24"). Empty when the
-	// annotation carries null (IPAM-less layer2/localnet).
-	IPAddresses []netip.Prefix
-	MAC         netval.MAC // all-zero when OVN-Kubernetes set none
-	Gateways    []netip.Addr
-	Routes      []PodRoute
-	// IPv6LLAGateway is the zero Addr when absent.
-	IPv6LLAGateway netip.Addr
+	// IPAddresses keep the host address and the subnet prefix ("10.20.2.5/24"); empty for IPAM-less networks.
+	IPAddresses    []netip.Prefix
+	MAC            netval.MAC // all-zero when OVN-Kubernetes set none
+	Gateways       []netip.Addr
+	Routes         []PodRoute
+	IPv6LLAGateway netip.Addr // zero when absent
 	TunnelID       int
-	// Role is "primary", "secondary", "infrastructure-locked" (or "" when absent).
-	Role string
-	// IPAMMode is "" or "dhcp" (OKEP-6224, proposed).
-	IPAMMode string
+	Role           string // "primary", "secondary", "infrastructure-locked" or ""
+	IPAMMode       string // "" or "dhcp" (OKEP-6224, proposed)
 }
 
 // PodRoute is one entry of a pod-networks "routes" list. OVN-K never puts the default route here.
@@ -71,14 +66,12 @@ type PodRoute struct {
 // Snapshot is an immutable view of everything the sidecar reads from its DownwardAPI volumes.
 // Consumers must not modify it; the watcher publishes a new Snapshot when content changes.
 type Snapshot struct {
-	// Generation increases by one for every published snapshot.
-	Generation uint64
+	Generation uint64 // increases by one for every published snapshot
 
 	// DeviceInfo is the parsed device-info file; nil when the file is absent or empty (not yet written).
 	DeviceInfo *NetworkInfo
 
-	// PodInfo is false when the pod-info volume (labels/annotations) is absent.
-	PodInfo     bool
+	PodInfo     bool // false when the pod-info volume (labels/annotations) is absent
 	Labels      map[string]string
 	Annotations map[string]string
 
@@ -87,9 +80,8 @@ type Snapshot struct {
 	NetworkStatus []NetworkStatus
 	PodNetworks   PodNetworks
 
-	// Problems holds one error per source that exists but could not be parsed (too large,
-	// malformed, invalid field). Each names the file, key and field. A bad source is reported
-	// here, never silently dropped; its typed field above stays nil.
+	// Problems holds one error, naming file, key and field, per source that exists but could not be
+	// parsed (too large, malformed, invalid field); its typed field above stays nil.
 	Problems []error
 }
 

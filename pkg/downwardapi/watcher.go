@@ -1,6 +1,7 @@
 package downwardapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,27 +26,14 @@ type Config struct {
 // event, so one swap usually costs one re-read.
 const eventBuffer = 64
 
-type sourceKind int
-
-const (
-	deviceInfoSource sourceKind = iota
-	podInfoSource
-)
-
-func (k sourceKind) String() string {
-	if k == deviceInfoSource {
-		return "device-info"
-	}
-	return "pod-info"
-}
-
 // source is one watched directory and the files read from it. Owned by the watcher goroutine.
 type source struct {
-	kind       sourceKind
+	name       string   // "device-info" or "pod-info", for logs
 	dir        string   // absolute directory the files live in
 	files      []string // base names
 	watchPoint string   // dir itself, or its nearest existing ancestor while dir does not exist
 	last       []fileState
+	parse      func([]fileState) // stores the parsed content of files in the Watcher
 }
 
 // published pairs a snapshot with the channel closed when it is superseded, so a waiter that loaded
@@ -65,7 +53,7 @@ type Watcher struct {
 	// Parsed content of each source, owned by the goroutine after NewWatcher returns.
 	device        *NetworkInfo
 	deviceProblem error
-	pod           podInfoData
+	pod           *Snapshot // the pod-info part: labels, annotations and their problems
 
 	state     atomic.Pointer[published]
 	closed    chan struct{}
@@ -79,27 +67,27 @@ type Watcher struct {
 // mounted, or not projected yet). It fails only when fsnotify cannot be set up.
 func NewWatcher(cfg Config) (*Watcher, error) {
 	w := &Watcher{
-		log:     cfg.Logger,
+		log:     cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
 		watched: map[string]bool{},
+		pod:     &Snapshot{},
 		closed:  make(chan struct{}),
 		done:    make(chan struct{}),
-	}
-	if w.log == nil {
-		w.log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.DeviceInfoFile != "" {
 		p, err := filepath.Abs(cfg.DeviceInfoFile)
 		if err != nil {
 			return nil, fmt.Errorf("device-info file %q: %w", cfg.DeviceInfoFile, err)
 		}
-		w.sources = append(w.sources, &source{kind: deviceInfoSource, dir: filepath.Dir(p), files: []string{filepath.Base(p)}})
+		w.sources = append(w.sources, &source{name: "device-info", dir: filepath.Dir(p), files: []string{filepath.Base(p)},
+			parse: func(st []fileState) { w.device, w.deviceProblem = parseDeviceInfo(p, st[0]) }})
 	}
 	if cfg.PodInfoDir != "" {
 		p, err := filepath.Abs(cfg.PodInfoDir)
 		if err != nil {
 			return nil, fmt.Errorf("pod-info dir %q: %w", cfg.PodInfoDir, err)
 		}
-		w.sources = append(w.sources, &source{kind: podInfoSource, dir: p, files: []string{LabelsFile, AnnotationsFile}})
+		w.sources = append(w.sources, &source{name: "pod-info", dir: p, files: []string{LabelsFile, AnnotationsFile},
+			parse: func(st []fileState) { w.pod = parsePodInfo(p, st[0], st[1]) }})
 	}
 	if len(w.sources) == 0 {
 		close(w.done)
@@ -131,36 +119,28 @@ func (w *Watcher) Snapshot() *Snapshot {
 // a timer. When ctx ends (or the watcher closes) it returns the last snapshot and a *MissingError listing
 // need(last snapshot) and the snapshot's parse problems.
 func (w *Watcher) Wait(ctx context.Context, need func(*Snapshot) []Missing) (*Snapshot, error) {
-	for {
-		st := w.state.Load()
-		if len(need(st.snap)) == 0 {
-			return st.snap, nil
-		}
-		select {
-		case <-st.changed:
-		case <-ctx.Done():
-			return w.missing(need, ctx.Err())
-		case <-w.closed:
-			return w.missing(need, ErrClosed)
-		}
-	}
-}
-
-func (w *Watcher) missing(need func(*Snapshot) []Missing, cause error) (*Snapshot, error) {
-	snap := w.Snapshot()
-	items := need(snap)
-	if len(items) == 0 {
+	snap, err := w.await(ctx, func(s *Snapshot) bool { return len(need(s)) == 0 })
+	if err == nil {
 		return snap, nil
 	}
-	return snap, &MissingError{Items: items, Problems: snap.Problems, Err: cause}
+	snap = w.Snapshot()
+	if items := need(snap); len(items) > 0 {
+		return snap, &MissingError{Items: items, Problems: snap.Problems, Err: err}
+	}
+	return snap, nil
 }
 
 // Next returns the first snapshot whose Generation is greater than after: a background loop passes the
 // Generation it last handled. It returns ctx.Err() or ErrClosed when it cannot.
 func (w *Watcher) Next(ctx context.Context, after uint64) (*Snapshot, error) {
+	return w.await(ctx, func(s *Snapshot) bool { return s.Generation > after })
+}
+
+// await returns the first published snapshot ready accepts, or ctx.Err() or ErrClosed.
+func (w *Watcher) await(ctx context.Context, ready func(*Snapshot) bool) (*Snapshot, error) {
 	for {
 		st := w.state.Load()
-		if st.snap.Generation > after {
+		if ready(st.snap) {
 			return st.snap, nil
 		}
 		select {
@@ -199,17 +179,10 @@ func (w *Watcher) run() {
 				return
 			}
 			dirty := w.route(ev)
-			// Take what is already queued so a whole swap costs one re-read.
-			for drained := false; !drained; {
-				select {
-				case ev, ok := <-w.fsw.Events:
-					if !ok {
-						return
-					}
-					dirty = append(dirty, w.route(ev)...)
-				default:
-					drained = true
-				}
+			// Take what is already queued so a whole swap costs one re-read (this goroutine is the only
+			// reader, so a queued event is there to receive).
+			for len(w.fsw.Events) > 0 {
+				dirty = append(dirty, w.route(<-w.fsw.Events)...)
 			}
 			w.refresh(dirty)
 		case err, ok := <-w.fsw.Errors:
@@ -251,10 +224,9 @@ func (w *Watcher) route(ev fsnotify.Event) []*source {
 			// The directory's own mode changed: files unreadable through it may be readable now.
 			dirty = append(dirty, s)
 		case filepath.Dir(name) == s.dir:
-			// kubelet renames ..data into place (Create; some systems report Write, see
-			// jimmidyson/configmap-reload#190) and creates the user-visible symlinks on the first update;
-			// a plain directory gets Create/Write/Remove of the file itself, and Chmod when its mode is
-			// fixed in place (a mode-000 file made readable). A re-read publishes only changed content.
+			// kubelet renames ..data into place (Create, or Write on some systems: jimmidyson/configmap-reload#190)
+			// and creates the user-visible symlinks on the first update; a plain directory gets Create/Write/Remove
+			// of the file, and Chmod when its mode is fixed in place. A re-read publishes only changed content.
 			base := filepath.Base(name)
 			if base == dataLink || slices.Contains(s.files, base) {
 				dirty = append(dirty, s)
@@ -269,16 +241,15 @@ func within(path, p string) bool {
 	return path == p || strings.HasPrefix(path, strings.TrimSuffix(p, "/")+"/")
 }
 
-// reconcile watches s.dir, or while it does not exist, its nearest existing ancestor. The ancestor's
-// Create event for the next path component brings the watch back down; no polling is needed. After an
-// ancestor is watched it tries to descend again, because a component may have appeared between the
-// failed Add and the ancestor's watch (that Create was never seen).
+// reconcile watches s.dir, or while it does not exist, its nearest existing ancestor, whose Create event for
+// the next path component brings the watch back down. It then tries to descend again at once: a component
+// may have appeared between the failed Add and the ancestor's watch (that Create was never seen).
 func (w *Watcher) reconcile(s *source) {
 	p := s.dir
 	for w.fsw.Add(p) != nil {
 		parent := filepath.Dir(p)
 		if parent == p {
-			w.log.Warn("downwardapi: nothing watchable on path", "source", s.kind.String(), "dir", s.dir)
+			w.log.Warn("downwardapi: nothing watchable on path", "source", s.name, "dir", s.dir)
 			s.watchPoint = ""
 			w.dropUnneededWatches()
 			return
@@ -295,7 +266,7 @@ func (w *Watcher) reconcile(s *source) {
 		p = next
 	}
 	if p != s.watchPoint {
-		w.log.Info("downwardapi: watching", "source", s.kind.String(), "dir", s.dir, "watchPoint", p)
+		w.log.Info("downwardapi: watching", "source", s.name, "dir", s.dir, "watchPoint", p)
 	}
 	s.watchPoint = p
 	w.dropUnneededWatches()
@@ -304,11 +275,7 @@ func (w *Watcher) reconcile(s *source) {
 // dropUnneededWatches removes watches no source relies on any more (ancestors we moved below).
 func (w *Watcher) dropUnneededWatches() {
 	for p := range w.watched {
-		needed := false
-		for _, s := range w.sources {
-			needed = needed || s.watchPoint == p
-		}
-		if !needed {
+		if !slices.ContainsFunc(w.sources, func(s *source) bool { return s.watchPoint == p }) {
 			// The kernel may already have dropped it (directory removed): nothing to undo then.
 			_ = w.fsw.Remove(p)
 			delete(w.watched, p)
@@ -341,21 +308,14 @@ func (w *Watcher) read(s *source) bool {
 		return false
 	}
 	s.last = states
-	switch s.kind {
-	case deviceInfoSource:
-		w.device, w.deviceProblem = parseDeviceInfo(filepath.Join(s.dir, s.files[0]), states[0])
-	case podInfoSource:
-		w.pod = parsePodInfo(s.dir, states[0], states[1])
-	}
+	s.parse(states)
 	return true
 }
 
+// parseDeviceInfo parses the device-info file; an absent one (no data) is no problem.
 func parseDeviceInfo(path string, st fileState) (*NetworkInfo, error) {
 	if st.err != nil {
 		return nil, fmt.Errorf("device-info file: %w", st.err)
-	}
-	if !st.present {
-		return nil, nil
 	}
 	info, err := ParseNetworkInfo(path, st.data)
 	if err != nil {
@@ -364,37 +324,43 @@ func parseDeviceInfo(path string, st fileState) (*NetworkInfo, error) {
 	return info, nil
 }
 
-func parsePodInfo(dir string, labels, annotations fileState) podInfoData {
-	p := podInfoData{present: labels.present || annotations.present}
+// parsePodInfo parses the pod-info files into the pod-info part of a Snapshot.
+func parsePodInfo(dir string, labels, annotations fileState) *Snapshot {
+	s := &Snapshot{PodInfo: labels.present || annotations.present}
 	parse := func(name string, st fileState) map[string]string {
-		path := filepath.Join(dir, name)
-		if st.err != nil {
-			p.problems = append(p.problems, fmt.Errorf("pod-info file: %w", st.err))
-			return nil
-		}
 		if !st.present {
 			return nil
 		}
-		m, err := ParseFormatMap(path, st.data)
+		var m map[string]string
+		err := st.err
+		if err == nil {
+			m, err = ParseFormatMap(filepath.Join(dir, name), st.data)
+		}
 		if err != nil {
-			p.problems = append(p.problems, fmt.Errorf("pod-info file: %w", err))
+			s.Problems = append(s.Problems, fmt.Errorf("pod-info file: %w", err))
 		}
 		return m
 	}
-	p.labels = parse(LabelsFile, labels)
-	p.annotations = parse(AnnotationsFile, annotations)
-	p.parseAnnotations("pod-info file " + filepath.Join(dir, AnnotationsFile))
-	return p
+	s.Labels = parse(LabelsFile, labels)
+	s.Annotations = parse(AnnotationsFile, annotations)
+	s.parseAnnotations("pod-info file " + filepath.Join(dir, AnnotationsFile))
+	return s
 }
 
+// build assembles the next Snapshot from the parsed parts of each source.
 func (w *Watcher) build(gen uint64) *Snapshot {
-	return buildSnapshot(gen, w.device, w.deviceProblem, w.pod)
+	s := *w.pod
+	s.Generation, s.DeviceInfo, s.Problems = gen, w.device, nil
+	if w.deviceProblem != nil {
+		s.Problems = append(s.Problems, w.deviceProblem)
+	}
+	s.Problems = append(s.Problems, w.pod.Problems...)
+	return &s
 }
 
 func (w *Watcher) logPublished(s *Snapshot) {
-	w.log.Info("downwardapi: snapshot published", "generation", s.Generation,
-		"deviceInfo", s.DeviceInfo != nil, "podInfo", s.PodInfo,
-		"annotations", len(s.Annotations), "problems", len(s.Problems))
+	w.log.Info("downwardapi: snapshot published", "generation", s.Generation, "deviceInfo", s.DeviceInfo != nil,
+		"podInfo", s.PodInfo, "annotations", len(s.Annotations), "problems", len(s.Problems))
 	for _, p := range s.Problems {
 		w.log.Warn("downwardapi: input problem", "generation", s.Generation, "error", p)
 	}

@@ -305,7 +305,7 @@ func TestWatcherRoute_OnlyDataLinkAndWatchedFilesMarkSourceDirty(t *testing.T) {
 	fsw, err := fsnotify.NewWatcher()
 	require.NoError(t, err)
 	defer func() { assert.NoError(t, fsw.Close()) }()
-	s := &source{kind: podInfoSource, dir: dir, files: []string{LabelsFile, AnnotationsFile}, watchPoint: dir}
+	s := &source{name: "pod-info", dir: dir, files: []string{LabelsFile, AnnotationsFile}, watchPoint: dir}
 	w := &Watcher{log: slog.New(slog.DiscardHandler), fsw: fsw, sources: []*source{s}, watched: map[string]bool{}}
 
 	tests := []struct {

@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
@@ -11,11 +12,8 @@ import (
 
 // Options are the sidecar settings Build needs.
 type Options struct {
-	// BindingName is the binding name in the KubeVirt CR; interfaces with binding.name equal to it
-	// are ours.
-	BindingName string
-	// PodIP is env MY_POD_IP; "" when unset. It decides the primary IP family.
-	PodIP string
+	BindingName string // the binding name in the KubeVirt CR: interfaces with binding.name equal to it are ours
+	PodIP       string // env MY_POD_IP, "" when unset: it decides the primary IP family
 }
 
 // Values of pod-networks fields this package interprets.
@@ -27,51 +25,39 @@ const (
 // isOrdinalIfaceName matches KubeVirt's legacy pod interface names "net<N>"
 // (namescheme.OrdinalSecondaryInterfaceName).
 func isOrdinalIfaceName(s string) bool {
-	n, ok := strings.CutPrefix(s, "net")
-	if !ok || n == "" {
-		return false
-	}
-	for i := 0; i < len(n); i++ {
-		if n[i] < '0' || n[i] > '9' {
-			return false
-		}
-	}
-	return true
+	n, ok := strings.CutPrefix(s, ordinalIfacePrefix)
+	return ok && n != "" && onlyBytesOf(n, "0123456789")
 }
 
-// derived is one BoundInterface plus which snapshot entries were found for it.
+// derived is one BoundInterface plus which snapshot entries were found for it, and the values the
+// mismatch checks compare (zero when absent): network-status's "mac" and "mtu", and the first "mac" and
+// "mtu" of network-info (the device-info file, else the annotation) with where each came from.
 type derived struct {
 	BoundInterface
 	hasNetworkStatus bool
 	hasPodNetworks   bool
 	podNetworksKey   string
-	// statusMAC is network-status's "mac" for the interface (zero when absent), kept to tell the
-	// operator when it disagrees with the VMI's macAddress (MACMismatches).
-	statusMAC netval.MAC
-	// infoMAC and infoMTU are the first "mac" and "mtu" that network-info has for the interface (the
-	// device-info file, else the kubevirt.io/network-info annotation; zero when absent), and
-	// infoMACSource / infoMTUSource name where each came from: kept for MACMismatches and
-	// NetworkInfoMismatches. statusMTU is network-status's "mtu" (0 when absent).
-	infoMAC       netval.MAC
-	infoMACSource string
-	infoMTU       int
-	infoMTUSource string
-	statusMTU     int
+	statusMAC        netval.MAC
+	statusMTU        int
+	infoMAC          netval.MAC
+	infoMACSource    string
+	infoMTU          int
+	infoMTUSource    string
 }
 
 // Build derives every bound interface, in VMI spec order, from what the snapshot has now. It never
-// waits: fields it cannot fill yet stay empty (MissingFor* say which ones matter). It returns an
-// error only for wrong input, never for late input: a bound interface whose network is missing or
-// not Multus, duplicate MACs across bound interfaces, invalid values (each an *InputError naming
-// interface, network, source and field), or a snapshot with Problems (a source that exists but is
-// malformed will not heal by waiting, so the hook fails at once instead of after its timeout). A
-// VMI with no bound interface gives nil, nil whatever the snapshot holds.
+// waits: fields it cannot fill yet stay empty (MissingFor* say which ones matter). It fails only on
+// wrong input: a bound interface whose network is missing or not Multus, duplicate MACs, invalid values
+// (each an *InputError), or snapshot Problems (a malformed source will not heal by waiting, so the hook
+// fails at once, not after its timeout). A VMI with no bound interface gives nil, nil.
 func Build(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) ([]BoundInterface, error) {
 	return Derive(vmi, snap, opts).Interfaces()
 }
 
 // Derivation is one derivation of a VMI's bound interfaces from one snapshot: Build's result, and what
 // the Missing* and *Mismatches checks read, from a single pass (pkg/pipeline derives once per snapshot).
+// ds is empty when err is set, so the checks report nothing when Build fails: a hook stops at once and
+// Build names the error.
 type Derivation struct {
 	ds     []derived
 	ifaces []BoundInterface
@@ -81,28 +67,16 @@ type Derivation struct {
 // Derive derives every bound interface from what snap has now, as Build does, and keeps the result.
 func Derive(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) *Derivation {
 	ds, err := build(vmi, snap, opts)
-	if err != nil || len(ds) == 0 {
-		return &Derivation{err: err}
-	}
-	out := make([]BoundInterface, len(ds))
+	dv := &Derivation{ds: ds, err: err}
 	for i := range ds {
-		out[i] = ds[i].BoundInterface
+		dv.ifaces = append(dv.ifaces, ds[i].BoundInterface)
 	}
-	return &Derivation{ds: ds, ifaces: out}
+	return dv
 }
 
 // Interfaces is Build's result: the bound interfaces in VMI spec order, or the error of wrong input.
 // Callers treat the interfaces as read-only.
 func (d *Derivation) Interfaces() ([]BoundInterface, error) { return d.ifaces, d.err }
-
-// checked is the derivation for the checks that report nothing when Build would fail, so that a hook
-// stops at once and Build names the error.
-func (d *Derivation) checked() []derived {
-	if d.err != nil {
-		return nil
-	}
-	return d.ds
-}
 
 func build(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) ([]derived, error) {
 	bindings, err := resolveBindings(vmi, opts.BindingName)
@@ -122,14 +96,8 @@ func build(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options
 	}
 	primary := PrimaryFamily(snap, opts.PodIP)
 
-	ordinal := false
-	for _, st := range snap.NetworkStatus {
-		if isOrdinalIfaceName(st.Interface) {
-			// KubeVirt switches the whole pod to the ordinal scheme (namescheme.CreateFromNetworkStatuses).
-			ordinal = true
-			break
-		}
-	}
+	// One ordinal name switches the whole pod to the ordinal scheme (KubeVirt namescheme.CreateFromNetworkStatuses).
+	ordinal := slices.ContainsFunc(snap.NetworkStatus, func(st downwardapi.NetworkStatus) bool { return isOrdinalIfaceName(st.Interface) })
 
 	idx := snapshotIndex{
 		status:   indexBy(snap.NetworkStatus, func(s *downwardapi.NetworkStatus) string { return s.Interface }),
@@ -146,7 +114,7 @@ func build(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options
 		if key := d.MAC; !key.IsZero() {
 			if i, dup := macOwner[key]; dup {
 				other := &out[i]
-				return nil, &InputError{Interface: d.Name, Network: d.Network, Source: d.MACSource.sourceName(), Field: "mac",
+				return nil, &InputError{Interface: d.Name, Network: d.Network, Source: macSourceInput[d.MACSource], Field: "mac",
 					Err: fmt.Errorf("MAC %s is also the MAC of interface %s (from %s): the guest could not tell the NICs apart",
 						key, netval.Quote(other.Name), other.MACSource)}
 			}
@@ -157,19 +125,9 @@ func build(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options
 	return out, nil
 }
 
-// sourceName is the input a MACSource stands for, as InputError.Source names it.
-func (s MACSource) sourceName() string {
-	switch s {
-	case MACFromNetworkStatus:
-		return downwardapi.NetworkStatusAnnotation
-	case MACFromPodNetworks:
-		return downwardapi.PodNetworksAnnotation
-	case MACFromNetworkInfo:
-		return downwardapi.NetworkInfoAnnotation
-	default:
-		return SourceVMI
-	}
-}
+// macSourceInput is the input each MACSource stands for, as InputError.Source names it.
+var macSourceInput = map[MACSource]string{MACFromVMI: SourceVMI, MACFromNetworkStatus: downwardapi.NetworkStatusAnnotation,
+	MACFromPodNetworks: downwardapi.PodNetworksAnnotation, MACFromNetworkInfo: downwardapi.NetworkInfoAnnotation}
 
 // ifaceFailer builds InputErrors for one bound interface.
 type ifaceFailer struct{ iface, network string }
@@ -192,27 +150,43 @@ func derive(b binding, snap *downwardapi.Snapshot, idx snapshotIndex, primary Fa
 	if err := d.setGuestDevice(b.iface, f); err != nil {
 		return d, err
 	}
-	src, err := findSources(b, snap, idx, d.PodInterfaceName, vmiNamespace, f)
+	// The snapshot entries of the interface, nil where absent; network-info comes from the device-info
+	// file (fileInfo) and the kubevirt.io/network-info annotation (annInfo).
+	st, err := lookupNetworkStatus(snap.NetworkStatus, idx.status, d.PodInterfaceName, b.nad, vmiNamespace, f)
 	if err != nil {
 		return d, err
 	}
-	d.hasNetworkStatus, d.hasPodNetworks = src.status != nil, src.pod != nil
-	if err := d.setMAC(b.iface.MacAddress, src.status, src.fileInfo, src.annInfo, src.pod, f); err != nil {
+	fileInfo, err := lookupNetworkInfo(snap.DeviceInfo, idx.fileInfo, b.network.Name, SourceDeviceInfoFile, f)
+	if err != nil {
 		return d, err
 	}
-	if err := d.setDeviceInfo(src.status, src.fileInfo, src.annInfo, f); err != nil {
+	annInfo, err := lookupNetworkInfo(snap.NetworkInfo, idx.annInfo, b.network.Name, downwardapi.NetworkInfoAnnotation, f)
+	if err != nil {
 		return d, err
 	}
-	if err := d.setPodNetworkMode(src.pod, f); err != nil {
+	var pn *downwardapi.PodNetwork
+	if p, ok := snap.PodNetworks[b.podNetworksKey]; ok {
+		pn = &p
+	}
+	d.hasNetworkStatus, d.hasPodNetworks = st != nil, pn != nil
+	if err := d.setMAC(b.iface.MacAddress, st, fileInfo, annInfo, pn, f); err != nil {
 		return d, err
 	}
-	if err := d.setL3(src.status, src.pod, primary, f); err != nil {
+	if err := d.setDeviceInfo(st, fileInfo, annInfo, f); err != nil {
 		return d, err
 	}
-	if err := d.setLinkSettings(src.status, f); err != nil {
+	if err := d.setPodNetworkMode(pn, f); err != nil {
 		return d, err
 	}
-	return d, d.setMTU(src.status, src.fileInfo, src.annInfo, f)
+	if err := d.setL3(st, pn, primary, f); err != nil {
+		return d, err
+	}
+	if st != nil {
+		if err := d.setDNS(st.DNS, f); err != nil {
+			return d, err
+		}
+	}
+	return d, d.setMTU(st, fileInfo, annInfo, f)
 }
 
 // setGuestDevice copies what the VMI spec says of the guest device: PCI address and boot order.
@@ -230,30 +204,6 @@ func (d *derived) setGuestDevice(iface Interface, f ifaceFailer) error {
 	return nil
 }
 
-// sources are the snapshot entries of one bound interface; nil where absent.
-type sources struct {
-	status   *downwardapi.NetworkStatus
-	pod      *downwardapi.PodNetwork
-	fileInfo *downwardapi.NetworkInfoInterface // device-info file
-	annInfo  *downwardapi.NetworkInfoInterface // kubevirt.io/network-info annotation
-}
-
-func findSources(b binding, snap *downwardapi.Snapshot, idx snapshotIndex, podIface, vmiNamespace string, f ifaceFailer) (sources, error) {
-	var src sources
-	var err error
-	if src.status, err = lookupNetworkStatus(snap.NetworkStatus, idx.status, podIface, b.nad, vmiNamespace, f); err != nil {
-		return src, err
-	}
-	if p, ok := snap.PodNetworks[b.podNetworksKey]; ok {
-		src.pod = &p
-	}
-	if src.fileInfo, err = lookupNetworkInfo(snap.DeviceInfo, idx.fileInfo, b.network.Name, SourceDeviceInfoFile, f); err != nil {
-		return src, err
-	}
-	src.annInfo, err = lookupNetworkInfo(snap.NetworkInfo, idx.annInfo, b.network.Name, downwardapi.NetworkInfoAnnotation, f)
-	return src, err
-}
-
 // setPodNetworkMode takes DHCP and the role from pod-networks.
 func (d *derived) setPodNetworkMode(pn *downwardapi.PodNetwork, f ifaceFailer) error {
 	if pn == nil {
@@ -266,32 +216,22 @@ func (d *derived) setPodNetworkMode(pn *downwardapi.PodNetwork, f ifaceFailer) e
 	default:
 		return f.fail(downwardapi.PodNetworksAnnotation, "ipam_mode", fmt.Errorf("unsupported IPAM mode %s", netval.Quote(pn.IPAMMode)))
 	}
-	if !validToken(pn.Role) {
+	// A role is a short word of lower-case letters and '-'.
+	if len(pn.Role) > 63 || !onlyBytesOf(pn.Role, "abcdefghijklmnopqrstuvwxyz-") {
 		return f.fail(downwardapi.PodNetworksAnnotation, "role", fmt.Errorf("invalid role %s", netval.Quote(pn.Role)))
 	}
 	d.Role = pn.Role
 	return nil
 }
 
-// setLinkSettings takes DNS from network-status.
-func (d *derived) setLinkSettings(st *downwardapi.NetworkStatus, f ifaceFailer) error {
-	if st == nil {
-		return nil
-	}
-	return d.setDNS(st.DNS, f)
-}
-
-// setMTU takes the MTU from network-status "mtu", else the device-info file's "mtu", else the
-// kubevirt.io/network-info annotation's (KubeVirt >= v1.9 copies network-status's there:
-// pkg/network/downwardapi/networkinfo.go generateNetworkInfo). network-status wins a disagreement because
-// it is the CNI's own record, while network-info is virt-controller's copy of it; with device-info only
-// (no pod-info) network-info is the only source, and before v1.9 there is none there. 0 means absent;
-// every present value must be a usable MTU.
+// setMTU takes the MTU from network-status "mtu", else the device-info file's, else the network-info
+// annotation's (KubeVirt >= v1.9 copies network-status's there: pkg/network/downwardapi/networkinfo.go).
+// network-status wins a disagreement: it is the CNI's own record, network-info virt-controller's copy.
+// 0 means absent; every present value must be a usable MTU.
 func (d *derived) setMTU(st *downwardapi.NetworkStatus, fileInfo, annInfo *downwardapi.NetworkInfoInterface, f ifaceFailer) error {
 	type candidate struct {
-		where string
-		field string
-		value int
+		where, field string
+		value        int
 	}
 	var cands []candidate
 	if st != nil {
@@ -325,11 +265,12 @@ func (d *derived) setMTU(st *downwardapi.NetworkStatus, fileInfo, annInfo *downw
 // interface's NAD ("<ns>/<nad>", or the bare NAD name), else the annotation contradicts the VMI.
 func lookupNetworkStatus(statuses []downwardapi.NetworkStatus, index map[string]int, podIface, nad, vmiNamespace string,
 	f ifaceFailer) (*downwardapi.NetworkStatus, error) {
-	i, err := entry(index, podIface, func() error {
-		return f.fail(downwardapi.NetworkStatusAnnotation, "interface", fmt.Errorf("several entries for pod interface %s", netval.Quote(podIface)))
-	})
-	if i < 0 {
-		return nil, err
+	i, ok := index[podIface]
+	if !ok {
+		return nil, nil
+	}
+	if i == ambiguous {
+		return nil, f.fail(downwardapi.NetworkStatusAnnotation, "interface", fmt.Errorf("several entries for pod interface %s", netval.Quote(podIface)))
 	}
 	found := &statuses[i]
 	// Only the entries we use are checked (downwardapi.ParseNetworkStatus): this one is ours.
@@ -347,26 +288,14 @@ func lookupNetworkStatus(statuses []downwardapi.NetworkStatus, index map[string]
 // lookupNetworkInfo finds the network-info entry of a VMI network; nil when info or the entry is absent.
 func lookupNetworkInfo(info *downwardapi.NetworkInfo, index map[string]int, network, source string,
 	f ifaceFailer) (*downwardapi.NetworkInfoInterface, error) {
-	i, err := entry(index, network, func() error {
-		return f.fail(source, "interfaces[].network", fmt.Errorf("several entries for network %s", netval.Quote(network)))
-	})
-	if i < 0 {
-		return nil, err
-	}
-	return &info.Interfaces[i], nil
-}
-
-// entry is the position of key's entry in index: -1 and no error when there is none, -1 and several()
-// when several entries share the key.
-func entry(index map[string]int, key string, several func() error) (int, error) {
-	i, ok := index[key]
+	i, ok := index[network]
 	if !ok {
-		return -1, nil
+		return nil, nil
 	}
 	if i == ambiguous {
-		return -1, several()
+		return nil, f.fail(source, "interfaces[].network", fmt.Errorf("several entries for network %s", netval.Quote(network)))
 	}
-	return i, nil
+	return &info.Interfaces[i], nil
 }
 
 // ambiguous marks, in a snapshotIndex map, a key that several entries share.
@@ -397,17 +326,4 @@ func indexNetworkInfo(info *downwardapi.NetworkInfo) map[string]int {
 		return nil
 	}
 	return indexBy(info.Interfaces, func(i *downwardapi.NetworkInfoInterface) string { return i.Network })
-}
-
-// validToken accepts "" or a short word of lower-case letters and '-' (pod-networks role values).
-func validToken(s string) bool {
-	if len(s) > 63 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if (s[i] < 'a' || s[i] > 'z') && s[i] != '-' {
-			return false
-		}
-	}
-	return true
 }

@@ -3,21 +3,17 @@ package model
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/downwardapi"
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
 
-// knownDeviceType reports the device-info types Multus defines (downwardapi.DeviceInfoType*). Only "pci" can
-// be wired as a VF hostdev; the others are recorded in DeviceType for the domain step to reject.
-func knownDeviceType(t string) bool {
-	switch t {
-	case downwardapi.DeviceInfoTypePCI, downwardapi.DeviceInfoTypeVDPA, downwardapi.DeviceInfoTypeVHostUser, downwardapi.DeviceInfoTypeMemif:
-		return true
-	}
-	return false
-}
+// knownDeviceTypes are the device-info types Multus defines. Only "pci" can be wired as a VF hostdev; the
+// others are recorded in DeviceType for the domain step to reject.
+var knownDeviceTypes = []string{downwardapi.DeviceInfoTypePCI, downwardapi.DeviceInfoTypeVDPA,
+	downwardapi.DeviceInfoTypeVHostUser, downwardapi.DeviceInfoTypeMemif}
 
 // setDeviceInfo takes device-info from the device-info file, else the kubevirt.io/network-info
 // annotation, else network-status device-info (docs/design.md section 2).
@@ -34,7 +30,7 @@ func (d *derived) setDeviceInfo(st *downwardapi.NetworkStatus, fileInfo, annInfo
 	default:
 		return nil
 	}
-	if !knownDeviceType(di.Type) {
+	if !slices.Contains(knownDeviceTypes, di.Type) {
 		return f.fail(source, field+".type", fmt.Errorf("unknown device type %s", netval.Quote(di.Type)))
 	}
 	d.DeviceType = di.Type

@@ -1,11 +1,6 @@
 package model
 
-import (
-	"fmt"
-	"strings"
-
-	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
-)
+import "github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 
 // Source names used in InputError and downwardapi.Missing for inputs that are not annotations.
 const (
@@ -25,22 +20,19 @@ type InputError struct {
 }
 
 func (e *InputError) Error() string {
-	var b strings.Builder
+	var s string
 	if e.Interface != "" {
-		fmt.Fprintf(&b, "interface %s", netval.Quote(e.Interface))
+		s = "interface " + netval.Quote(e.Interface)
 		if e.Network != "" {
-			fmt.Fprintf(&b, " (network %s)", netval.Quote(e.Network))
+			s += " (network " + netval.Quote(e.Network) + ")"
 		}
-		b.WriteString(": ")
+		s += ": "
 	}
-	b.WriteString(e.Source)
+	s += e.Source
 	if e.Field != "" {
-		b.WriteString(" field ")
-		b.WriteString(e.Field)
+		s += " field " + e.Field
 	}
-	b.WriteString(": ")
-	b.WriteString(e.Err.Error())
-	return b.String()
+	return s + ": " + e.Err.Error()
 }
 
 func (e *InputError) Unwrap() error { return e.Err }

@@ -57,6 +57,26 @@ func TestBuild_WrongInput_ReturnsInputErrorNamingInterfaceSourceAndField(t *test
 			wantSource: model.SourceVMI, wantField: "spec.networks[].multus.networkName", wantMessage: "invalid namespace",
 		},
 		{
+			name:       "namespace starting with a dash",
+			vmi:        newVMI(bound("a", "-ns/nad")),
+			wantSource: model.SourceVMI, wantField: "spec.networks[].multus.networkName", wantMessage: "invalid namespace",
+		},
+		{
+			name:       "namespace longer than a DNS label",
+			vmi:        newVMI(bound("a", strings.Repeat("n", 64)+"/nad")),
+			wantSource: model.SourceVMI, wantField: "spec.networks[].multus.networkName", wantMessage: "invalid namespace",
+		},
+		{
+			name:       "NAD name with an empty label",
+			vmi:        newVMI(bound("a", "ns1/a..b")),
+			wantSource: model.SourceVMI, wantField: "spec.networks[].multus.networkName", wantMessage: "invalid NetworkAttachmentDefinition name",
+		},
+		{
+			name:       "NAD name label ending with a dash",
+			vmi:        newVMI(bound("a", "ns1/a-.b")),
+			wantSource: model.SourceVMI, wantField: "spec.networks[].multus.networkName", wantMessage: "invalid NetworkAttachmentDefinition name",
+		},
+		{
 			name:       "networkName with three parts",
 			vmi:        newVMI(bound("a", "ns1/nad/1")),
 			wantSource: model.SourceVMI, wantField: "spec.networks[].multus.networkName", wantMessage: "invalid NetworkAttachmentDefinition name",

@@ -8,6 +8,10 @@ func MACMismatches(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts
 	return Derive(vmi, snap, opts).MACMismatches()
 }
 
+func MissingForDomain(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options, skip func(string) bool) []downwardapi.Missing {
+	return Derive(vmi, snap, opts).MissingForDomain(skip)
+}
+
 func NetworkInfoMismatches(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options) []NetworkInfoMismatch {
 	return Derive(vmi, snap, opts).NetworkInfoMismatches()
 }

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -13,14 +14,10 @@ import (
 const defaultPodNetworksKey = "default"
 
 func (f Family) String() string {
-	switch f {
-	case IPv4:
-		return "IPv4"
-	case IPv6:
-		return "IPv6"
-	default:
+	if f != IPv4 && f != IPv6 {
 		return "unknown"
 	}
+	return fmt.Sprintf("IPv%d", int(f))
 }
 
 // FamilyOf returns the family of a valid address (IPv4-mapped IPv6 counts as IPv4).
@@ -38,11 +35,9 @@ func PrimaryFamily(snap *downwardapi.Snapshot, podIP string) Family {
 		return FamilyOf(a)
 	}
 	if snap != nil {
-		if def, ok := snap.PodNetworks[defaultPodNetworksKey]; ok {
-			for _, p := range def.IPAddresses {
-				if p.IsValid() {
-					return FamilyOf(p.Addr())
-				}
+		for _, p := range snap.PodNetworks[defaultPodNetworksKey].IPAddresses {
+			if p.IsValid() {
+				return FamilyOf(p.Addr())
 			}
 		}
 	}
@@ -51,15 +46,11 @@ func PrimaryFamily(snap *downwardapi.Snapshot, podIP string) Family {
 
 // sortByFamily orders items primary family first, keeping the relative order inside a family.
 func sortByFamily[T any](items []T, primary Family, family func(T) Family) {
-	slices.SortStableFunc(items, func(a, b T) int {
-		ra, rb := familyRank(family(a), primary), familyRank(family(b), primary)
-		return ra - rb
-	})
-}
-
-func familyRank(f, primary Family) int {
-	if f == primary {
-		return 0
+	rank := func(x T) int {
+		if family(x) == primary {
+			return 0
+		}
+		return 1
 	}
-	return 1
+	slices.SortStableFunc(items, func(a, b T) int { return rank(a) - rank(b) })
 }

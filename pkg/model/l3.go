@@ -128,11 +128,7 @@ func (d *derived) setRoutes(pn *downwardapi.PodNetwork, primary Family, f ifaceF
 	if pn == nil {
 		return nil
 	}
-	type routeKey struct {
-		dest netip.Prefix
-		hop  netip.Addr
-	}
-	seenRoute := map[routeKey]bool{}
+	seen := map[Route]bool{}
 	for i, r := range pn.Routes {
 		field := "routes[" + strconv.Itoa(i) + "]"
 		if !r.Dest.IsValid() {
@@ -155,12 +151,12 @@ func (d *derived) setRoutes(pn *downwardapi.PodNetwork, primary Family, f ifaceF
 				return f.fail(downwardapi.PodNetworksAnnotation, field+".nextHop", err)
 			}
 		}
-		k := routeKey{dest, hop}
-		if seenRoute[k] {
+		route := Route{Dest: dest, NextHop: hop}
+		if seen[route] {
 			continue
 		}
-		seenRoute[k] = true
-		d.Routes = append(d.Routes, Route{Dest: dest, NextHop: hop})
+		seen[route] = true
+		d.Routes = append(d.Routes, route)
 	}
 	sortByFamily(d.Routes, primary, func(r Route) Family { return FamilyOf(r.Dest.Addr()) })
 	return nil
@@ -180,9 +176,8 @@ func GuessPrefix(a netip.Addr, gateways []netip.Addr) netip.Prefix {
 			continue
 		}
 		for b := bits; b >= widest; b-- {
-			if p, err := a.Prefix(b); err == nil && p.Contains(g) {
-				bits = b
-				break
+			if p, _ := a.Prefix(b); p.Contains(g) {
+				return netip.PrefixFrom(a, b)
 			}
 		}
 		break

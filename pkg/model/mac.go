@@ -5,17 +5,14 @@ import (
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/netval"
 )
 
-// setMAC applies the precedence of docs/design.md section 2: VMI macAddress, network-status mac, network-info mac (a copy
-// of network-status mac, present when only device-info is mounted; the device-info file before the
-// annotation), pod-networks mac_address. Every
-// present value is validated; an all-zero MAC counts as absent (SR-IOV CNI reports no admin MAC so).
+// setMAC applies the precedence of docs/design.md section 2: VMI macAddress, network-status mac, network-info
+// mac (a copy of network-status mac, there when only device-info is mounted; the file before the annotation),
+// pod-networks mac_address. Every present value is validated; all-zero counts as absent.
 func (d *derived) setMAC(vmiMAC string, st *downwardapi.NetworkStatus, fileInfo, annInfo *downwardapi.NetworkInfoInterface,
 	pn *downwardapi.PodNetwork, f ifaceFailer) error {
 	type candidate struct {
-		source MACSource
-		where  string
-		field  string
-		value  string
+		source              MACSource
+		where, field, value string
 	}
 	cands := []candidate{{MACFromVMI, SourceVMI, "spec.domain.devices.interfaces[].macAddress", vmiMAC}}
 	if st != nil {

@@ -13,20 +13,17 @@ type MACMismatch struct {
 	Interface string
 	Network   string
 	VMI       netval.MAC
-	// NetworkStatus is network-status's MAC; zero when the comparison was with network-info.
+	// NetworkStatus is network-status's MAC, zero when the comparison was with network-info; ReportedBy
+	// names the source compared with: an annotation key or the device-info file path.
 	NetworkStatus netval.MAC
-	// ReportedBy names the source the VMI's MAC was compared with: the network-status annotation key,
-	// the device-info file path or the network-info annotation key.
-	ReportedBy string
+	ReportedBy    string
 }
 
-// MACMismatches lists the bound interfaces whose VMI macAddress and the CNI-reported MAC (network-status
-// "mac", else network-info "mac") differ. Like the Missing* checks it reports nothing when Build would
-// fail.
+// MACMismatches lists the bound interfaces whose VMI macAddress and CNI-reported MAC differ; nothing when
+// Build would fail.
 func (dv *Derivation) MACMismatches() []MACMismatch {
-	ds := dv.checked()
 	var out []MACMismatch
-	for _, d := range ds {
+	for _, d := range dv.ds {
 		if d.MACSource != MACFromVMI {
 			continue
 		}
@@ -53,16 +50,14 @@ type NetworkInfoMismatch struct {
 	Interface string
 	Network   string
 	Field     string
-	// Source is where the disagreeing network-info value came from (file path or annotation key).
-	Source string
+	Source    string // where the disagreeing network-info value came from (file path or annotation key)
 }
 
 // NetworkInfoMismatches lists, per bound interface and field, where network-info and network-status
 // both have a mac or an mtu and the two differ. It reports nothing when Build would fail.
 func (dv *Derivation) NetworkInfoMismatches() []NetworkInfoMismatch {
-	ds := dv.checked()
 	var out []NetworkInfoMismatch
-	for _, d := range ds {
+	for _, d := range dv.ds {
 		if !d.statusMAC.IsZero() && !d.infoMAC.IsZero() && d.statusMAC != d.infoMAC {
 			out = append(out, NetworkInfoMismatch{Interface: d.Name, Network: d.Network, Field: "mac", Source: d.infoMACSource})
 		}

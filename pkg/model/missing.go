@@ -9,15 +9,12 @@ import (
 // Sources named in Missing items that more than one input can satisfy.
 var (
 	sourceL3 = downwardapi.NetworkStatusAnnotation + " or " + downwardapi.PodNetworksAnnotation
-	// A MAC also comes from the VMI; naming it tells the operator how to unblock a NIC whose CNI
-	// reports none.
+	// Naming the VMI tells the operator how to unblock a NIC whose CNI reports no MAC.
 	sourceMAC        = "spec.domain.devices.interfaces[].macAddress, " + sourceL3
 	sourceDeviceInfo = SourceDeviceInfoFile + ", " + downwardapi.NetworkInfoAnnotation + " or " + downwardapi.NetworkStatusAnnotation
 )
 
-// The Missing* functions say what a consumer still lacks; empty means ready. They never report wrong
-// input: when Build would fail they return nil, so that a hook waiting for them stops at once and its
-// Build call reports the error instead of a timeout.
+// The Missing* functions say what a consumer still lacks; empty means ready (nil when Build would fail).
 
 // MissingForCloudInit lists, per bound interface, what cloud-init needs: a MAC to match the guest NIC,
 // and the interface's network-status or pod-networks entry (addresses, or DHCP from ipam_mode). An
@@ -28,11 +25,11 @@ func MissingForCloudInit(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot
 
 // MissingForCloudInit is the package function of that name, on this derivation.
 func (dv *Derivation) MissingForCloudInit() []downwardapi.Missing {
-	ds := dv.checked()
 	var out []downwardapi.Missing
-	for _, d := range ds {
+	for _, d := range dv.ds {
 		if !d.hasNetworkStatus && !d.hasPodNetworks {
-			out = append(out, missingEntry(d))
+			out = append(out, downwardapi.Missing{Interface: d.Name, Network: d.Network, Source: sourceL3,
+				Field: fmt.Sprintf("entry for pod interface %q or key %q", d.PodInterfaceName, d.podNetworksKey)})
 		}
 		if d.MAC.IsZero() {
 			out = append(out, downwardapi.Missing{Interface: d.Name, Network: d.Network, Source: sourceMAC, Field: "mac"})
@@ -44,15 +41,9 @@ func (dv *Derivation) MissingForCloudInit() []downwardapi.Missing {
 // MissingForDomain lists the bound interfaces whose VF host PCI address is not known yet, except
 // those skip says KubeVirt already wired (skip may be nil). A device-info of another type than pci is
 // not missing: it is there, and the domain step rejects it with a clear error.
-func MissingForDomain(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, opts Options, skip func(ifaceName string) bool) []downwardapi.Missing {
-	return Derive(vmi, snap, opts).MissingForDomain(skip)
-}
-
-// MissingForDomain is the package function of that name, on this derivation.
 func (dv *Derivation) MissingForDomain(skip func(ifaceName string) bool) []downwardapi.Missing {
-	ds := dv.checked()
 	var out []downwardapi.Missing
-	for _, d := range ds {
+	for _, d := range dv.ds {
 		if skip != nil && skip(d.Name) {
 			continue
 		}
@@ -62,13 +53,4 @@ func (dv *Derivation) MissingForDomain(skip func(ifaceName string) bool) []downw
 		}
 	}
 	return out
-}
-
-func missingEntry(d derived) downwardapi.Missing {
-	return downwardapi.Missing{
-		Interface: d.Name,
-		Network:   d.Network,
-		Source:    sourceL3,
-		Field:     fmt.Sprintf("entry for pod interface %q or key %q", d.PodInterfaceName, d.podNetworksKey),
-	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -51,10 +52,9 @@ func isBound(iface Interface, bindingName string) bool {
 type binding struct {
 	iface   Interface
 	network Network
-	// nad is the qualified "<ns>/<nad>" of multus.networkName.
-	nad string
-	// podNetworksKey is the k8s.ovn.org/pod-networks key: nad, or "<nad>/<n>" for the n-th
-	// (n >= 1) attachment of the same NAD (OVN-K util.GetIndexedNADKey).
+	nad     string // the qualified "<ns>/<nad>" of multus.networkName
+	// podNetworksKey is the k8s.ovn.org/pod-networks key: nad, or "<nad>/<n>" for the n-th (n >= 1)
+	// attachment of the same NAD (OVN-K util.GetIndexedNADKey).
 	podNetworksKey string
 	// hashedIface and ordinalIface are the pod interface names under KubeVirt's two name schemes.
 	hashedIface  string
@@ -150,7 +150,7 @@ func qualifyNAD(networkName, vmiNamespace string) (string, error) {
 	if !qualified {
 		ns, name = vmiNamespace, networkName
 	}
-	if !isDNSLabel(ns) {
+	if len(ns) > 63 || !isRFC1123Label(ns) { // the Kubernetes rule for namespace names
 		if !qualified && ns == "" {
 			return "", fmt.Errorf("network name %s has no namespace and the VMI has none", netval.Quote(networkName))
 		}
@@ -167,46 +167,21 @@ func qualifyNAD(networkName, vmiNamespace string) (string, error) {
 // '.', '/', NUL or XML metacharacters, which is what pkg/domain (an alias attribute) and
 // pkg/ifacecache (a file name) rely on; this is the one place the rule lives.
 func ValidInterfaceName(s string) bool {
-	return s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return r >= 0x80 || !isAlnum(byte(r)) && r != '-' && r != '_'
-	}) < 0
+	return s != "" && onlyBytesOf(s, lowerAlnum+"ABCDEFGHIJKLMNOPQRSTUVWXYZ-_")
 }
 
-func isAlnum(c byte) bool {
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
-}
+const lowerAlnum = "abcdefghijklmnopqrstuvwxyz0123456789"
 
-func isLowerAlnum(c byte) bool {
-	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')
-}
+// onlyBytesOf reports whether every byte of s is in the ASCII set.
+func onlyBytesOf(s, set string) bool { return strings.Trim(s, set) == "" }
 
-// isDNSLabel is RFC 1123 label validation, the Kubernetes rule for namespace names.
-func isDNSLabel(s string) bool {
-	if s == "" || len(s) > 63 || !isLowerAlnum(s[0]) || !isLowerAlnum(s[len(s)-1]) {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !isLowerAlnum(s[i]) && s[i] != '-' {
-			return false
-		}
-	}
-	return true
-}
-
-// isDNSSubdomain is RFC 1123 subdomain validation, the Kubernetes rule for NAD names.
+// isDNSSubdomain is RFC 1123 subdomain validation, the Kubernetes rule for NAD names: 253 bytes of
+// labels (without the 63-byte bound of a single label).
 func isDNSSubdomain(s string) bool {
-	if s == "" || len(s) > 253 {
-		return false
-	}
-	for _, label := range strings.Split(s, ".") {
-		if label == "" || !isLowerAlnum(label[0]) || !isLowerAlnum(label[len(label)-1]) {
-			return false
-		}
-		for i := 0; i < len(label); i++ {
-			if !isLowerAlnum(label[i]) && label[i] != '-' {
-				return false
-			}
-		}
-	}
-	return true
+	return len(s) <= 253 && !slices.ContainsFunc(strings.Split(s, "."), func(l string) bool { return !isRFC1123Label(l) })
+}
+
+// isRFC1123Label accepts lower-case letters, digits and '-', with a letter or digit at both ends.
+func isRFC1123Label(s string) bool {
+	return s != "" && s[0] != '-' && s[len(s)-1] != '-' && onlyBytesOf(s, lowerAlnum+"-")
 }

@@ -14,15 +14,11 @@ import (
 // fallback only when the datasource has no network config: stages.py _find_networking_config), so the
 // writer must configure this NIC too, by DHCPv4 as the fallback does, matched by MAC.
 type PodNIC struct {
-	// Interface is the NIC as a DHCP BoundInterface; MAC is zero while it is not known.
-	Interface BoundInterface
-	// Binding is how KubeVirt wires it: "masquerade", "bridge", or the plugin name.
-	Binding string
-	// FromPod says that the MAC is the pod interface's: with masquerade and bridge, KubeVirt gives the
-	// guest NIC the MAC of the pod's primary interface when the VMI sets none (v1.8
-	// pkg/network/domainspec/generators.go TapLibvirtSpecGenerator, run in SetupPodNetworkPhase2 before
-	// OnDefineDomain), and that MAC is in network-status (the first entry marked default with an interface
-	// name: pkg/network/multus/status.go LookupPodPrimaryIfaceName) and pod-networks (podInterfaceMAC).
+	Interface BoundInterface // the NIC as a DHCP BoundInterface; MAC is zero while it is not known
+	Binding   string         // how KubeVirt wires it: "masquerade", "bridge", or the plugin name
+	// FromPod says that the MAC is the pod interface's: with masquerade and bridge, KubeVirt gives the guest
+	// NIC the pod's primary interface MAC when the VMI sets none (pkg/network/domainspec/generators.go
+	// TapLibvirtSpecGenerator, before OnDefineDomain); network-status and pod-networks carry it (podInterfaceMAC).
 	FromPod bool
 	// Unservable says why the MAC cannot be known before the domain is defined ("" when it can): other
 	// bindings leave it to libvirt, which makes one up at define time, after cloud-init data is built.
@@ -36,21 +32,19 @@ func FindPodNIC(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, binding
 	if vmi == nil {
 		return nil, nil
 	}
-	pod := make(map[string]bool, len(vmi.Spec.Networks))
-	for _, n := range vmi.Spec.Networks {
-		if n.Pod != nil {
-			pod[n.Name] = true
-		}
+	onPodNetwork := func(iface Interface) bool {
+		return slices.ContainsFunc(vmi.Spec.Networks, func(n Network) bool { return n.Name == iface.Name && n.Pod != nil })
 	}
 	for _, iface := range vmi.Spec.Domain.Devices.Interfaces {
-		if !pod[iface.Name] || isBound(iface, bindingName) || iface.State == InterfaceStateAbsent {
+		if !onPodNetwork(iface) || isBound(iface, bindingName) || iface.State == InterfaceStateAbsent {
 			continue
 		}
+		f := ifaceFailer{iface: iface.Name, network: iface.Name}
 		nic := &PodNIC{Interface: BoundInterface{Name: iface.Name, Network: iface.Name, DHCP: true, Virtio: true}, Binding: podBindingName(iface)}
 		if iface.MacAddress != "" {
 			mac, err := parseMAC(iface.MacAddress)
 			if err != nil {
-				return nil, &InputError{Interface: iface.Name, Network: iface.Name, Source: SourceVMI, Field: "macAddress", Err: err}
+				return nil, f.fail(SourceVMI, "macAddress", err)
 			}
 			if !mac.IsZero() {
 				nic.Interface.MAC, nic.Interface.MACSource = mac, MACFromVMI
@@ -64,12 +58,9 @@ func FindPodNIC(vmi *VirtualMachineInstance, snap *downwardapi.Snapshot, binding
 		}
 		nic.FromPod = true
 		if snap != nil {
-			mac, source, field, err := podInterfaceMAC(snap)
-			if err != nil {
-				return nil, &InputError{Interface: iface.Name, Network: iface.Name, Source: source, Field: field, Err: err}
-			}
-			if !mac.IsZero() {
-				nic.Interface.MAC, nic.Interface.MACSource = mac, macSourceOf(source)
+			var err error
+			if nic.Interface.MAC, nic.Interface.MACSource, err = podInterfaceMAC(snap, f); err != nil {
+				return nil, err
 			}
 		}
 		return nic, nil
@@ -107,14 +98,13 @@ func podBindingName(iface Interface) string {
 }
 
 // podInterfaceMAC is the MAC of the pod's primary interface, the same on every call whatever the map order:
-//   - network-status: the first entry marked default with an interface name is the pod's primary interface
-//     (KubeVirt v1.8/v1.9 pkg/network/multus/status.go LookupPodPrimaryIfaceName); its mac, when set and not
-//     all-zero, is the answer. A later default entry is another interface and never supplies the MAC.
-//   - else pod-networks: the entry whose role is primary, else the one keyed "default" without a role (OVN-K
-//     before roles). Two primary entries with different MACs are ambiguous: an error naming both keys.
+//   - network-status: the mac, when set and not all-zero, of the first entry marked default with an interface
+//     name (KubeVirt pkg/network/multus/status.go LookupPodPrimaryIfaceName); a later one is another interface.
+//   - else pod-networks: the entry whose role is primary (two with different MACs are ambiguous: an error),
+//     else the one keyed "default" without a role (OVN-K before roles).
 //
-// source and field name where the MAC came from, or where the input was bad.
-func podInterfaceMAC(snap *downwardapi.Snapshot) (mac netval.MAC, source, field string, err error) {
+// The MAC is zero, with no source, when neither has one; a bad input is an *InputError from f.
+func podInterfaceMAC(snap *downwardapi.Snapshot, f ifaceFailer) (netval.MAC, MACSource, error) {
 	for _, st := range snap.NetworkStatus {
 		if !st.Default || st.Interface == "" {
 			continue
@@ -122,10 +112,10 @@ func podInterfaceMAC(snap *downwardapi.Snapshot) (mac netval.MAC, source, field 
 		if st.Mac != "" {
 			m, err := parseMAC(st.Mac)
 			if err != nil {
-				return netval.MAC{}, downwardapi.NetworkStatusAnnotation, "mac", err
+				return netval.MAC{}, "", f.fail(downwardapi.NetworkStatusAnnotation, "mac", err)
 			}
 			if !m.IsZero() {
-				return m, downwardapi.NetworkStatusAnnotation, "mac", nil
+				return m, MACFromNetworkStatus, nil
 			}
 		}
 		break // the primary interface is this one: no later entry speaks for it
@@ -141,29 +131,20 @@ func podInterfaceMAC(snap *downwardapi.Snapshot) (mac netval.MAC, source, field 
 			continue
 		}
 		if other := snap.PodNetworks[primaryKey]; other.MAC != pn.MAC {
-			return netval.MAC{}, downwardapi.PodNetworksAnnotation, "role", fmt.Errorf("entries %s and %s both have role %q "+
+			return netval.MAC{}, "", f.fail(downwardapi.PodNetworksAnnotation, "role", fmt.Errorf("entries %s and %s both have role %q "+
 				"with different MACs, and network-status marks no default interface: the pod's primary interface is ambiguous",
-				netval.Quote(primaryKey), netval.Quote(key), RolePrimary)
+				netval.Quote(primaryKey), netval.Quote(key), RolePrimary))
 		}
 	}
-	if primaryKey == "" {
-		if pn, ok := snap.PodNetworks["default"]; ok && pn.Role == "" && !pn.MAC.IsZero() {
-			primaryKey = "default"
-		}
+	if pn := snap.PodNetworks[defaultPodNetworksKey]; primaryKey == "" && pn.Role == "" && !pn.MAC.IsZero() {
+		primaryKey = defaultPodNetworksKey
 	}
 	if primaryKey == "" {
-		return netval.MAC{}, "", "", nil
+		return netval.MAC{}, "", nil
 	}
 	m := snap.PodNetworks[primaryKey].MAC
 	if err := m.CheckUnicast(); err != nil {
-		return netval.MAC{}, downwardapi.PodNetworksAnnotation, "mac_address", err
+		return netval.MAC{}, "", f.fail(downwardapi.PodNetworksAnnotation, "mac_address", err)
 	}
-	return m, downwardapi.PodNetworksAnnotation, "mac_address", nil
-}
-
-func macSourceOf(source string) MACSource {
-	if source == downwardapi.NetworkStatusAnnotation {
-		return MACFromNetworkStatus
-	}
-	return MACFromPodNetworks
+	return m, MACFromPodNetworks, nil
 }

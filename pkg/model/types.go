@@ -42,10 +42,9 @@ const (
 // what cloud-init, the domain wiring and the interface cache need. Built by model.Build from
 // the VMI and a downwardapi.Snapshot; consumers treat it as read-only.
 type BoundInterface struct {
-	Name    string // VMI interface name (spec.domain.devices.interfaces[].name)
-	Network string // VMI network name (spec.networks[].name)
-	// NetworkName is the fully qualified "<ns>/<nad>" of multus.networkName.
-	NetworkName string
+	Name        string // VMI interface name (spec.domain.devices.interfaces[].name)
+	Network     string // VMI network name (spec.networks[].name)
+	NetworkName string // the fully qualified "<ns>/<nad>" of multus.networkName
 	// PodInterfaceName is KubeVirt's hashed pod interface name: "pod" + 11 hex of sha256(Network)
 	// ("eth0" for a multus default network, "net<N>" on pods with legacy ordinal names).
 	PodInterfaceName string
@@ -65,22 +64,18 @@ type BoundInterface struct {
 	Routes   []Route
 	DNS      DNS
 	MTU      int // 0 = unknown
-	// DHCP is true when pod-networks says ipam_mode "dhcp" (OKEP-6224, IPv4 only): the guest runs
-	// DHCPv4 on this NIC, and any IPv6 address is configured statically as given. Addresses still holds
-	// what pod-networks lists (ovnkube-node writes the entry MAC-only, then the lease it discovered at CNI
-	// ADD, a new one after a sandbox recreation): the interface cache reports them.
+	// DHCP is true when pod-networks says ipam_mode "dhcp" (OKEP-6224, IPv4 only): the guest runs DHCPv4
+	// on this NIC and configures any IPv6 address statically. Addresses still holds what pod-networks lists
+	// (the lease ovnkube-node discovered at CNI ADD), for the interface cache.
 	DHCP bool
 	Role string // pod-networks role, "" when unknown
 
-	// HostPCIAddress is the VF's host PCI address from device-info ("0000:65:00.2"); "" if unknown.
-	HostPCIAddress string
-	// DeviceType is the device-info "type" ("pci", "vdpa", ...); "" when unknown.
-	DeviceType string
+	HostPCIAddress string // the VF's host PCI address from device-info ("0000:65:00.2"); "" if unknown
+	DeviceType     string // the device-info "type" ("pci", "vdpa", ...); "" when unknown
 	// GuestPCIAddress and BootOrder come from the VMI interface spec ("" / nil when unset).
 	GuestPCIAddress string
 	BootOrder       *uint
 
-	// Virtio is true for a NIC KubeVirt plugs itself (the pod-network NIC FindPodNIC returns),
-	// not a VF: its guest name must not read as one.
+	// Virtio is true for the pod-network NIC FindPodNIC returns, not a VF: its guest name must not read as one.
 	Virtio bool
 }

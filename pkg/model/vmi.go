@@ -6,10 +6,9 @@ import (
 	"strings"
 )
 
-// The VMI types below mirror the part of kubevirt.io/api core/v1 VirtualMachineInstance the sidecar
-// reads, with the same JSON names. They are ours so that the sidecar does not link kubevirt.io/api
-// and k8s.io/api, which would add to the memory of every VM pod (docs/footprint.md). The test module
-// decodes KubeVirt-marshalled VMIs with DecodeVMI to prove the mirror reads what KubeVirt writes.
+// The VMI types below mirror, with the same JSON names, the part of kubevirt.io/api core/v1 the sidecar
+// reads, so that no VM pod pays for linking kubevirt.io/api and k8s.io/api (docs/footprint.md);
+// test/model decodes KubeVirt-marshalled VMIs with DecodeVMI to prove the mirror reads what KubeVirt writes.
 
 // InterfaceStateAbsent is the interface state of a hot-unplugged interface (kubevirt.io/api).
 const InterfaceStateAbsent = "absent"

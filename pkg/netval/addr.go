@@ -32,9 +32,6 @@ func ParsePrefix(s string) (netip.Prefix, error) {
 	return p, nil
 }
 
-// broadcast4 is the IPv4 limited broadcast address.
-var broadcast4 = netip.AddrFrom4([4]byte{255, 255, 255, 255})
-
 // CheckUnicast rejects addresses no NIC or next hop can have: invalid, zoned, unspecified,
 // multicast, loopback and the IPv4 limited broadcast.
 func CheckUnicast(a netip.Addr) error {
@@ -43,14 +40,11 @@ func CheckUnicast(a netip.Addr) error {
 		return errors.New("missing IP address")
 	case a.Zone() != "":
 		return fmt.Errorf("IP address %s has a zone", a)
-	case a.IsUnspecified(), a.IsMulticast(), a.IsLoopback(), a == broadcast4:
+	case a.IsUnspecified(), a.IsMulticast(), a.IsLoopback(), a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
 		return fmt.Errorf("%s is not a unicast address", a)
 	}
 	return nil
 }
-
-// IsIPv6LinkLocal reports an IPv6 link-local unicast address (fe80::/10).
-func IsIPv6LinkLocal(a netip.Addr) bool { return a.Is6() && a.IsLinkLocalUnicast() }
 
 // ParseUnicast is ParseAddr followed by CheckUnicast: an address a NIC, next hop or nameserver can have.
 func ParseUnicast(s string) (netip.Addr, error) {

@@ -13,19 +13,14 @@ func ValidDNSName(s string) bool {
 		return false
 	}
 	for label := range strings.SplitSeq(s, ".") {
-		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' ||
+			strings.IndexFunc(label, func(r rune) bool { return !isAlnum(r) && r != '-' && r != '_' }) >= 0 {
 			return false
-		}
-		for i := 0; i < len(label); i++ {
-			c := label[i]
-			if !isAlnum(c) && c != '-' && c != '_' {
-				return false
-			}
 		}
 	}
 	return true
 }
 
-func isAlnum(c byte) bool {
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+func isAlnum(r rune) bool {
+	return (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9')
 }

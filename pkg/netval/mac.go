@@ -16,16 +16,16 @@ func ParseMAC(s string) (MAC, error) {
 	if err != nil {
 		return MAC{}, fmt.Errorf("invalid MAC %s", Quote(s))
 	}
-	m, ok := macFromHardwareAddr(hw)
-	if !ok {
+	var m MAC
+	if len(hw) != len(m) {
 		return MAC{}, fmt.Errorf("MAC %s is not a 48-bit Ethernet address", Quote(hw.String()))
 	}
+	copy(m[:], hw)
 	return m, nil
 }
 
-// CheckHardwareAddr accepts any link-layer address net.ParseMAC does (EUI-48, EUI-64, 20-byte IPoIB):
-// network-status and network-info list every network of the pod, not only ours, and an InfiniBand
-// secondary network must not make the whole annotation unusable.
+// CheckHardwareAddr accepts any link-layer address net.ParseMAC does (EUI-48, EUI-64, 20-byte IPoIB): the
+// annotations list every network of the pod, and an InfiniBand one must not make them unusable.
 func CheckHardwareAddr(s string) error {
 	if _, err := net.ParseMAC(s); err != nil {
 		return fmt.Errorf("invalid MAC %s", Quote(s))
@@ -33,25 +33,12 @@ func CheckHardwareAddr(s string) error {
 	return nil
 }
 
-// macFromHardwareAddr converts a 6-byte hardware address; ok is false for any other length. Only
-// ParseMAC needs it: every MAC past parsing is a MAC, so no consumer converts.
-func macFromHardwareAddr(hw net.HardwareAddr) (m MAC, ok bool) {
-	if len(hw) != len(m) {
-		return MAC{}, false
-	}
-	copy(m[:], hw)
-	return m, true
-}
-
 // IsZero reports whether m is unset (all zero).
 func (m MAC) IsZero() bool { return m == MAC{} }
 
-// IsMulticast reports whether the group bit is set: no NIC may have such an address.
-func (m MAC) IsMulticast() bool { return m[0]&1 == 1 }
-
-// CheckUnicast rejects a multicast MAC, which no NIC can have.
+// CheckUnicast rejects a multicast MAC (the group bit set), which no NIC can have.
 func (m MAC) CheckUnicast() error {
-	if m.IsMulticast() {
+	if m[0]&1 == 1 {
 		return fmt.Errorf("MAC %s is a multicast address", m)
 	}
 	return nil

@@ -27,6 +27,10 @@ func TestParsePCIAddress(t *testing.T) {
 		{in: "0000:65:20.0", wantErr: "slot 0x20 is above 0x1f"},
 		{in: "0000:65:00.8", wantErr: "want dddd:bb:ss.f"},
 		{in: "0000:6:00.1", wantErr: "want dddd:bb:ss.f"},
+		{in: "000000000:65:00.1", wantErr: "4 to 8 domain digits"},
+		{in: "0000:065:00.1", wantErr: "want dddd:bb:ss.f"},
+		{in: "0000:65:000.1", wantErr: "want dddd:bb:ss.f"},
+		{in: "0000:0x:00.1", wantErr: "want dddd:bb:ss.f"},
 		{in: "0000:65:00.2x", wantErr: "want dddd:bb:ss.f"},
 		{in: "", wantErr: "want dddd:bb:ss.f"},
 		{in: "g000:65:00.1", wantErr: "want dddd:bb:ss.f"},
@@ -35,7 +39,6 @@ func TestParsePCIAddress(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
 			got, err := ParsePCIAddress(tt.in)
-			assert.Equal(t, tt.wantErr == "", IsPCIAddress(tt.in))
 			if tt.wantErr != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), "invalid PCI address "+Quote(tt.in))
@@ -89,8 +92,6 @@ func TestMAC_ValueSemantics(t *testing.T) {
 	assert.False(t, a.IsZero())
 	assert.NoError(t, a.CheckUnicast())
 	assert.ErrorContains(t, MAC{0x01, 0, 0x5e, 0, 0, 1}.CheckUnicast(), "multicast")
-	_, ok := macFromHardwareAddr(make([]byte, 8))
-	assert.False(t, ok)
 }
 
 func TestCheckHardwareAddr_AcceptsEveryLinkLayer(t *testing.T) {
