@@ -2,7 +2,6 @@ package cloudinit
 
 import (
 	"encoding/json"
-	"net/netip"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 )
@@ -71,21 +70,6 @@ func ndDNSNetwork(networks []ndNetwork) int {
 		}
 	}
 	return 0
-}
-
-// ndDNSServices lists every server of the NIC, both families, as "dns" services on one network: split by
-// family over two networks, the second network's list would replace the first's on the adapter.
-// cloud-init 22.4.2 ignores a network's "services"; newer cloud-init (openstack.py convert_net_json)
-// turns them into the subnet's dns_nameservers, replacing that key: the same list, so the same result.
-func ndDNSServices(nameservers []netip.Addr) []ndService {
-	if len(nameservers) == 0 {
-		return nil
-	}
-	out := make([]ndService, 0, len(nameservers))
-	for _, ns := range nameservers {
-		out = append(out, ndService{Type: "dns", Address: ns.String()})
-	}
-	return out
 }
 
 // hasDNSService reports whether the user's top-level services include a "dns" entry. cloudbase-init gives

@@ -62,10 +62,6 @@ func netmask(bits, total int) string {
 	return a.String()
 }
 
-func ndRouteOf(r model.Route) ndRoute {
-	return ndRoute{Network: r.Dest.Addr().String(), Netmask: netmask(r.Dest.Bits(), r.Dest.Addr().BitLen()), Gateway: routeGateway(r)}
-}
-
 // ndParts builds our links and networks. taken reports whether an id is used (by the user's data); ours are
 // made unique against it so that we never capture the user's link references.
 func ndParts(plans []nicPlan, taken func(string) bool) []ndPart {
@@ -111,17 +107,13 @@ func ndParts(plans []nicPlan, taken func(string) bool) []ndPart {
 				Netmask:   netmask(a.Bits(), a.Addr().BitLen()),
 			}
 			if gw := p.gateway(f); isPrimary && gw.IsValid() {
-				anyNet := "0.0.0.0"
-				if f == model.IPv6 {
-					anyNet = "::"
-				}
-				n.Routes = append(n.Routes, ndRoute{Network: anyNet, Netmask: anyNet, Gateway: gw.String()})
+				n.Routes = append(n.Routes, ndRoute{Network: unspecified(f), Netmask: unspecified(f), Gateway: gw.String()})
 			}
 			add(f, n, isPrimary)
 		}
 		for _, r := range p.routes {
-			idx := routeTo[model.FamilyOf(r.Dest.Addr())] // planNIC guarantees a network of the route's family
-			part.networks[idx].Routes = append(part.networks[idx].Routes, ndRouteOf(r))
+			n := &part.networks[routeTo[model.FamilyOf(r.Dest.Addr())]] // planNIC guarantees a network of the route's family
+			n.Routes = append(n.Routes, ndRoute{Network: r.Dest.Addr().String(), Netmask: netmask(r.Dest.Bits(), r.Dest.Addr().BitLen()), Gateway: routeGateway(r)})
 		}
 		if len(part.networks) == 0 {
 			// Layer2: cloud-init passes an unknown network type through as the subnet type, and a "manual"
@@ -129,11 +121,13 @@ func ndParts(plans []nicPlan, taken func(string) bool) []ndPart {
 			part.networks = append(part.networks, ndNetwork{ID: unique(p.name + "-manual"), Type: "manual", Link: part.link.ID})
 		} else {
 			dns := &part.networks[ndDNSNetwork(part.networks)]
+			// Services lists every server of the NIC, both families, on one network: split by family over
+			// two networks, cloudbase-init would let the second network's list replace the first's.
 			for _, ns := range p.nameservers {
 				dns.DNSNameservers = append(dns.DNSNameservers, ns.String())
+				dns.Services = append(dns.Services, ndService{Type: "dns", Address: ns.String()})
 			}
 			dns.DNSSearch = p.search
-			dns.Services = ndDNSServices(p.nameservers)
 		}
 		parts = append(parts, part)
 	}
@@ -257,7 +251,7 @@ func (u *networkDataJSON) merge(plans []nicPlan) ([]byte, error) {
 // configuredByUser reports whether a user entry with one of these MACs or names configures our NIC.
 func configuredByUser(p *nicPlan, macs, names []string) bool {
 	for _, m := range macs {
-		if equalFoldMAC(m, p.mac.String()) {
+		if strings.EqualFold(m, p.mac.String()) { // as cloud-init compares MACs
 			return true
 		}
 	}
@@ -267,11 +261,6 @@ func configuredByUser(p *nicPlan, macs, names []string) bool {
 		}
 	}
 	return false
-}
-
-// equalFoldMAC compares a user-written MAC with ours the way cloud-init does: case-insensitively.
-func equalFoldMAC(user, ours string) bool {
-	return strings.EqualFold(user, ours)
 }
 
 // writeNetworkData writes network_data.json: top-level keys sorted, one list entry per line, our
@@ -297,40 +286,25 @@ func writeNetworkData(top map[string]json.RawMessage, lists map[string][]json.Ra
 			size += len(v) + 8
 		}
 	}
+	sort.Strings(keys)
 	buf := bytes.NewBuffer(make([]byte, 0, size))
-	err := writeObjectMembers(buf, keys, "\n  ", ": ", func(k string) error {
-		list, isList := lists[k]
-		if !isList {
-			if err := json.Compact(buf, top[k]); err != nil {
-				return fmt.Errorf("%q: %w", k, err)
-			}
-			return nil
+	buf.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			buf.WriteByte(',')
 		}
-		if len(list) == 0 {
-			buf.WriteString("[]")
-			return nil
+		buf.WriteString("\n  ")
+		if err := writeJSONString(buf, k); err != nil {
+			return nil, err
 		}
-		buf.WriteByte('[')
-		for j, v := range list {
-			if j > 0 {
-				buf.WriteByte(',')
+		buf.WriteString(": ")
+		if list, isList := lists[k]; isList {
+			if err := writeList(buf, k, list, ours[k]); err != nil {
+				return nil, err
 			}
-			buf.WriteString("\n    ")
-			var err error
-			if j < ours[k] {
-				err = json.Indent(buf, v, "    ", "  ") // ours: a few levels deep
-			} else {
-				err = json.Compact(buf, v)
-			}
-			if err != nil {
-				return fmt.Errorf("%q entry %d: %w", k, j, err)
-			}
+		} else if err := json.Compact(buf, top[k]); err != nil {
+			return nil, fmt.Errorf("%q: %w", k, err)
 		}
-		buf.WriteString("\n  ]")
-		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
 	if len(keys) > 0 {
 		buf.WriteByte('\n')
@@ -339,24 +313,29 @@ func writeNetworkData(top map[string]json.RawMessage, lists map[string][]json.Ra
 	return buf.Bytes(), nil
 }
 
-// writeObjectMembers sorts keys and writes '{' and the members: each as sep, the quoted key, colon and
-// what value writes. The caller writes the closing brace (and any layout before it).
-func writeObjectMembers(buf *bytes.Buffer, keys []string, sep, colon string, value func(key string) error) error {
-	sort.Strings(keys)
-	buf.WriteByte('{')
-	for i, k := range keys {
-		if i > 0 {
+// writeList writes the list of top-level key k one entry per line, the first ours entries indented.
+func writeList(buf *bytes.Buffer, k string, list []json.RawMessage, ours int) error {
+	if len(list) == 0 {
+		buf.WriteString("[]")
+		return nil
+	}
+	buf.WriteByte('[')
+	for j, v := range list {
+		if j > 0 {
 			buf.WriteByte(',')
 		}
-		buf.WriteString(sep)
-		if err := writeJSONString(buf, k); err != nil {
-			return err
+		buf.WriteString("\n    ")
+		var err error
+		if j < ours {
+			err = json.Indent(buf, v, "    ", "  ") // ours: a few levels deep
+		} else {
+			err = json.Compact(buf, v)
 		}
-		buf.WriteString(colon)
-		if err := value(k); err != nil {
-			return err
+		if err != nil {
+			return fmt.Errorf("%q entry %d: %w", k, j, err)
 		}
 	}
+	buf.WriteString("\n  ]")
 	return nil
 }
 

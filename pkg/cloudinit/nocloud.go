@@ -3,6 +3,8 @@ package cloudinit
 import (
 	"fmt"
 	"net/netip"
+	"slices"
+	"strconv"
 
 	yaml "go.yaml.in/yaml/v3"
 
@@ -131,7 +133,7 @@ func v2EthernetOf(p *nicPlan) (v2Ethernet, error) {
 	addresses := p.static
 	if len(p.routes) > 0 {
 		rf := model.FamilyOf(p.routes[0].Dest.Addr())
-		if len(p.routesOf(rf)) != len(p.routes) {
+		if slices.ContainsFunc(p.routes, func(r model.Route) bool { return model.FamilyOf(r.Dest.Addr()) != rf }) {
 			return e, fmt.Errorf("cloud-init v2 config for interface %q: routes of both IP families cannot be rendered correctly by cloud-init 22.4.2 from v2 (use network-config v1)", p.iface)
 		}
 		switch {
@@ -193,8 +195,7 @@ func renderV1(plans []nicPlan) ([]byte, error) {
 // noCloudUser is the user's NoCloud network-config, parsed: the document (re-emitted after the merge),
 // the node our entries go into, and the MACs and names of the NICs the user configures.
 type noCloudUser struct {
-	doc         *yaml.Node
-	into        *yaml.Node
+	doc, into   *yaml.Node
 	version     noCloudVersion
 	mb          *mergeBudget
 	macs, names []string
@@ -230,7 +231,6 @@ func parseNoCloud(user []byte) (userNetwork, error) {
 		return nil, fmt.Errorf("noCloud networkData: %w", err)
 	}
 	mb := newMergeBudget()
-	lookup := mb.lookup
 	body := resolve(doc.Content[0])
 	if body.Kind == yaml.ScalarNode && body.Tag == "!!null" {
 		return nil, nil
@@ -238,25 +238,21 @@ func parseNoCloud(user []byte) (userNetwork, error) {
 	if body.Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("noCloud networkData: top level is not a mapping")
 	}
-	if wrapped := lookup(body, "network"); wrapped != nil {
-		body = resolve(wrapped)
-		if body == nil || body.Kind != yaml.MappingNode {
+	if wrapped := mb.lookup(body, "network"); wrapped != nil {
+		if body = resolve(wrapped); body == nil || body.Kind != yaml.MappingNode {
 			return nil, fmt.Errorf("noCloud networkData: \"network\" is not a mapping")
 		}
 	}
-	if v, ok := scalar(lookup(body, "config")); ok && v == "disabled" {
+	if v, ok := scalar(mb.lookup(body, "config")); ok && v == "disabled" {
 		return nil, fmt.Errorf("noCloud networkData disables networking (config: disabled): cannot add the interfaces bound to this plugin")
 	}
-	vn := resolve(lookup(body, "version"))
-	var version noCloudVersion
-	known := false
-	if vn != nil && vn.Kind == yaml.ScalarNode && vn.ShortTag() == "!!int" {
-		version, known = noCloudVersions[vn.Value]
-	}
-	if !known {
+	vn := resolve(mb.lookup(body, "version"))
+	v, isScalar := scalar(vn)
+	version, known := noCloudVersions[v]
+	if !known || vn.ShortTag() != "!!int" {
 		got := "none"
-		if v, ok := scalar(vn); ok {
-			got = fmt.Sprintf("%q", v)
+		if isScalar {
+			got = strconv.Quote(v)
 		}
 		return nil, fmt.Errorf("noCloud networkData: version must be 1 or 2, got %s", got)
 	}
@@ -305,13 +301,20 @@ func collection(m *yaml.Node, key string, kind yaml.Kind, tag string, mb *mergeB
 	return n, nil
 }
 
-// v1UserNICs finds, in a v1 body, the "config" list (made when absent) and the NICs its entries configure.
-func v1UserNICs(body *yaml.Node, mb *mergeBudget) (*yaml.Node, []string, []string, error) {
-	config, err := collection(body, "config", yaml.SequenceNode, "!!seq", mb)
-	if err != nil {
+// v1UserNICs finds, in a v1 body, the "config" list (made when absent) and the MACs and names its
+// entries configure.
+func v1UserNICs(body *yaml.Node, mb *mergeBudget) (config *yaml.Node, macs, names []string, err error) {
+	if config, err = collection(body, "config", yaml.SequenceNode, "!!seq", mb); err != nil {
 		return nil, nil, nil, err
 	}
-	macs, names := userNICsV1(config, mb.lookup)
+	for _, item := range config.Content {
+		if mac, ok := scalar(mb.lookup(item, "mac_address")); ok {
+			macs = append(macs, mac)
+		}
+		if name, ok := scalar(mb.lookup(item, "name")); ok {
+			names = append(names, name)
+		}
+	}
 	return config, macs, names, nil
 }
 
@@ -324,13 +327,33 @@ func v1Add(config *yaml.Node, p *nicPlan) error {
 	return nil
 }
 
-// v2UserNICs treats every mapping-valued top-level key (ethernets, bonds, vlans, bridges, ...) as a map
-// of interface IDs: netplan IDs share one namespace, so an ID equal to our name is a clash too. Ours go
-// into "ethernets" (made when absent).
-func v2UserNICs(body *yaml.Node, mb *mergeBudget) (*yaml.Node, []string, []string, error) {
-	macs, names := userNICsV2(body, mb.lookup)
-	ethernets, err := collection(body, "ethernets", yaml.MappingNode, "!!map", mb)
-	if err != nil {
+// v2UserNICs finds the MACs and names (IDs, set-name, match.name) every mapping-valued top-level section
+// of a v2 body configures (ethernets, bonds, vlans, bridges, ...: netplan IDs share one namespace, so an
+// ID equal to our name is a clash too), and "ethernets" (made when absent), where ours go.
+func v2UserNICs(body *yaml.Node, mb *mergeBudget) (ethernets *yaml.Node, macs, names []string, err error) {
+	for i := 0; i+1 < len(body.Content); i += 2 {
+		section := resolve(body.Content[i+1])
+		if section == nil || section.Kind != yaml.MappingNode {
+			continue
+		}
+		for j := 0; j+1 < len(section.Content); j += 2 {
+			if id, ok := scalar(section.Content[j]); ok {
+				names = append(names, id)
+			}
+			entry := section.Content[j+1]
+			if name, ok := scalar(mb.lookup(entry, "set-name")); ok {
+				names = append(names, name)
+			}
+			match := mb.lookup(entry, "match")
+			if mac, ok := scalar(mb.lookup(match, "macaddress")); ok {
+				macs = append(macs, mac)
+			}
+			if name, ok := scalar(mb.lookup(match, "name")); ok {
+				names = append(names, name)
+			}
+		}
+	}
+	if ethernets, err = collection(body, "ethernets", yaml.MappingNode, "!!map", mb); err != nil {
 		return nil, nil, nil, err
 	}
 	return ethernets, macs, names, nil
@@ -347,48 +370,4 @@ func v2Add(ethernets *yaml.Node, p *nicPlan) error {
 	}
 	ethernets.Content = append(ethernets.Content, quoted(p.name), entry) // the ID comes from data: quoted
 	return nil
-}
-
-// lookupFunc is lookup, or a mergeBudget's lookup that shares one budget across a document.
-type lookupFunc func(m *yaml.Node, key string) *yaml.Node
-
-// userNICsV1 returns the MACs and names the entries of a v1 "config" list configure.
-func userNICsV1(config *yaml.Node, lookup lookupFunc) (macs, names []string) {
-	for _, item := range config.Content {
-		if mac, ok := scalar(lookup(item, "mac_address")); ok {
-			macs = append(macs, mac)
-		}
-		if name, ok := scalar(lookup(item, "name")); ok {
-			names = append(names, name)
-		}
-	}
-	return macs, names
-}
-
-// userNICsV2 returns the MACs and names (IDs, set-name, match.name) every mapping-valued top-level
-// section of a v2 body configures.
-func userNICsV2(body *yaml.Node, lookup lookupFunc) (macs, names []string) {
-	for i := 0; i+1 < len(body.Content); i += 2 {
-		section := resolve(body.Content[i+1])
-		if section == nil || section.Kind != yaml.MappingNode {
-			continue
-		}
-		for j := 0; j+1 < len(section.Content); j += 2 {
-			if id, ok := scalar(section.Content[j]); ok {
-				names = append(names, id)
-			}
-			entry := section.Content[j+1]
-			if name, ok := scalar(lookup(entry, "set-name")); ok {
-				names = append(names, name)
-			}
-			match := lookup(entry, "match")
-			if mac, ok := scalar(lookup(match, "macaddress")); ok {
-				macs = append(macs, mac)
-			}
-			if name, ok := scalar(lookup(match, "name")); ok {
-				names = append(names, name)
-			}
-		}
-	}
-	return macs, names
 }

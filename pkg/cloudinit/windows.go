@@ -23,18 +23,8 @@ import (
 // domains: isDNSName) and then written as a single-quoted literal, which PowerShell does not expand. A
 // value that fails its check is an error, never written: the script runs as SYSTEM in the guest.
 
-// How the script reaches cloudbase-init (plugins/common/userdata.py, userdataplugins/shellscript.py,
-// fileexecutils.py), for the user-data composer: only for DataSource configDrive and when
-// WindowsNetworkScriptRequested; as a MIME part "Content-Type: text/x-shellscript" with
-// "Content-Disposition: attachment; filename=" WindowsNetworkScriptFilename (the extension picks
-// PowerShell; a part without a filename fails), placed before the user's parts (a part that asks for a
-// reboot ends the walk over the parts); the whole user data must start with the bytes
-// "Content-Type: multipart" (userdata.py tests exactly that prefix, so no MIME-Version line first). A
-// non-MIME user data becomes a part of its own: "#cloud-config" as text/cloud-config; a script as
-// text/x-shellscript with the extension its first line means (#ps1/#ps1_sysnative .ps1, "rem cmd" .cmd,
-// #! .sh, "#!/usr/bin/env python" .py). User data that has no such faithful form (#ps1_x86, EC2
-// <powershell> tags, a PEM certificate that get_client_auth_certs reads from the raw user data) must not be
-// wrapped: leave it and the script out, and say so.
+// The script reaches cloudbase-init as a text/x-shellscript MIME part of the user data, placed before
+// the user's parts: composeUserData (userdata.go) says how, and which user data cannot be wrapped.
 
 // WindowsNetworkScriptAnnotation opts a VMI into the script: "true" or "false" (absent: false). Opt-in
 // because the part is for cloudbase-init only: cloud-init on a Linux guest would try to run it as a shell
@@ -48,15 +38,11 @@ const WindowsNetworkScriptFilename = "sriov-udn-network.ps1"
 
 // WindowsNetworkScriptRequested reads WindowsNetworkScriptAnnotation from the VMI's annotations.
 func WindowsNetworkScriptRequested(annotations map[string]string) (bool, error) {
-	v, ok := annotations[WindowsNetworkScriptAnnotation]
-	if !ok {
+	switch v, ok := annotations[WindowsNetworkScriptAnnotation]; {
+	case !ok || v == "false":
 		return false, nil
-	}
-	switch v {
-	case "true":
+	case v == "true":
 		return true, nil
-	case "false":
-		return false, nil
 	}
 	return false, fmt.Errorf("VMI annotation %s: must be \"true\" or \"false\"", WindowsNetworkScriptAnnotation)
 }
@@ -140,14 +126,8 @@ func windowsNICSection(w *strings.Builder, p *nicPlan) error {
 		if err != nil {
 			return err
 		}
-		via := r.NextHop
-		if !via.IsValid() { // on-link: Windows writes the unspecified address as the next hop
-			via = netip.IPv4Unspecified()
-			if r.Dest.Addr().Is6() {
-				via = netip.IPv6Unspecified()
-			}
-		}
-		hop, err := psAddr(via)
+		// On-link: Windows, like cloud-init, writes the unspecified address as the next hop.
+		hop, err := psLiteral(routeGateway(r), isAddrByte)
 		if err != nil {
 			return err
 		}
@@ -208,23 +188,22 @@ func isHexByte(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
-func isIfnameByte(c byte) bool {
-	return isLetter(c) || '0' <= c && c <= '9' || c == '_' || c == '-'
-}
+// isAddrByte admits what netip prints for an address without a zone (checkAddr refused zones).
+func isAddrByte(c byte) bool { return isHexByte(c) || c == '.' || c == ':' }
 
-// psAddr writes an address as netip prints it: hex digits, '.' and ':' (checkAddr refused zones).
+// psAddr writes an address as netip prints it.
 func psAddr(a netip.Addr) (string, error) {
 	if !a.IsValid() || a.Zone() != "" {
 		return "", fmt.Errorf("address %q cannot go into a script", a.String())
 	}
-	return psLiteral(a.String(), func(c byte) bool { return isHexByte(c) || c == '.' || c == ':' })
+	return psLiteral(a.String(), isAddrByte)
 }
 
 func psPrefix(p netip.Prefix) (string, error) {
 	if !p.IsValid() || p.Addr().Zone() != "" {
 		return "", fmt.Errorf("prefix %q cannot go into a script", p.String())
 	}
-	return psLiteral(p.String(), func(c byte) bool { return isHexByte(c) || c == '.' || c == ':' || c == '/' })
+	return psLiteral(p.String(), func(c byte) bool { return isAddrByte(c) || c == '/' })
 }
 
 // psMAC writes a plan's MAC ("02:00:00:aa:bb:01") as Get-NetAdapter shows it: "02-00-00-AA-BB-01".
