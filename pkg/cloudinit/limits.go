@@ -137,6 +137,22 @@ func countYAMLTokens(data []byte, limit int) (tokens, at int) {
 
 func isYAMLBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
+// decodeYAMLWithinLimits is decodeYAML between the checks of the limits: checkYAMLSize before the
+// parser runs, checkYAMLTree on what it built.
+func decodeYAMLWithinLimits(data []byte) (*yaml.Node, error) {
+	if err := checkYAMLSize(data); err != nil {
+		return nil, err
+	}
+	doc, err := decodeYAML(data)
+	if err != nil || doc == nil {
+		return nil, err
+	}
+	if err := checkYAMLTree(doc); err != nil {
+		return nil, err
+	}
+	return doc, nil
+}
+
 // checkYAMLTree counts the parsed document exactly: nodes (an alias is one node, never expanded),
 // nesting depth and aliases.
 func checkYAMLTree(doc *yaml.Node) error {

@@ -217,18 +217,12 @@ var noCloudVersions = map[string]noCloudVersion{
 // parseNoCloud parses the user's network-config (not blank) within the limits and finds the NICs it
 // configures; nil, nil when it configures nothing (only comments, or null). Errors name the source.
 func parseNoCloud(user []byte) (userNetwork, error) {
-	if err := checkYAMLSize(user); err != nil {
-		return nil, fmt.Errorf("noCloud networkData: %w", err)
-	}
-	doc, err := decodeYAML(user)
+	doc, err := decodeYAMLWithinLimits(user)
 	if err != nil {
 		return nil, fmt.Errorf("noCloud networkData: %w", err)
 	}
 	if doc == nil {
 		return nil, nil
-	}
-	if err := checkYAMLTree(doc); err != nil {
-		return nil, fmt.Errorf("noCloud networkData: %w", err)
 	}
 	mb := newMergeBudget()
 	body := resolve(doc.Content[0])

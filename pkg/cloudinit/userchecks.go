@@ -116,7 +116,15 @@ func cloudConfigParts(contentType string, body io.Reader, depth int) []string {
 		var r io.Reader = p
 		switch strings.ToLower(p.Header.Get("Content-Transfer-Encoding")) {
 		case "base64":
-			r = base64LinesReader(p)
+			raw, err := io.ReadAll(io.LimitReader(p, 2*MaxNetworkDataBytes))
+			if err != nil {
+				continue
+			}
+			dec, err := decodeBase64Lines(string(raw))
+			if err != nil {
+				continue
+			}
+			r = bytes.NewReader(dec)
 		case "quoted-printable":
 			r = quotedprintable.NewReader(p)
 		}
@@ -135,43 +143,21 @@ func cloudConfigParts(contentType string, body io.Reader, depth int) []string {
 	}
 }
 
-func base64LinesReader(r io.Reader) io.Reader {
-	raw, err := io.ReadAll(io.LimitReader(r, 2*MaxNetworkDataBytes))
-	if err != nil {
-		return bytes.NewReader(nil)
-	}
-	dec, err := decodeBase64Lines(string(raw))
-	if err != nil {
-		return bytes.NewReader(nil)
-	}
-	return bytes.NewReader(dec)
-}
-
 // writesPath reports whether cloud-config cc has a write_files entry whose path is p. A document past
 // the networkData limits, or one that does not parse, writes nothing as far as we can tell (cloud-init
 // would not read it either).
 func writesPath(cc, p string) bool {
-	if checkYAMLSize([]byte(cc)) != nil {
+	doc, err := decodeYAMLWithinLimits([]byte(cc))
+	if err != nil || doc == nil {
 		return false
 	}
-	doc, err := decodeYAML([]byte(cc))
-	if err != nil || doc == nil || checkYAMLTree(doc) != nil {
-		return false
-	}
-	root := resolve(doc.Content[0])
-	if root == nil || root.Kind != yaml.MappingNode {
-		return false
-	}
-	files := resolve(lookup(root, "write_files"))
+	mb := newMergeBudget()
+	files := resolve(mb.lookup(doc.Content[0], "write_files"))
 	if files == nil || files.Kind != yaml.SequenceNode {
 		return false
 	}
 	for _, f := range files.Content {
-		f = resolve(f)
-		if f == nil || f.Kind != yaml.MappingNode {
-			continue
-		}
-		if v, ok := scalar(resolve(lookup(f, "path"))); ok && path.Clean(v) == p {
+		if v, ok := scalar(mb.lookup(f, "path")); ok && path.Clean(v) == p {
 			return true
 		}
 	}

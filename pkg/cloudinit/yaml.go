@@ -9,10 +9,8 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 )
 
-// What we render alone is JSON (marshalJSON): YAML that cloud-init's PyYAML reads with every string
-// quoted, so an unquoted MAC cannot become a base-60 integer nor a name like "yes" a bool, and encoding/json
-// is far cheaper than go.yaml.in/yaml/v3's emitter, which keeps every event of a document in memory
-// (BenchmarkRenderNetworkConfigV1 against BenchmarkMergeNoCloud). Merging
+// What we render alone is JSON (marshalJSON): YAML that PyYAML reads with every string quoted, and far
+// cheaper than go.yaml.in/yaml/v3's emitter, which keeps every event of a document in memory. Merging
 // into the user's YAML goes through yaml.Node, because the user's document must come out as PyYAML (YAML
 // 1.1) read it: their keys, order, comments, anchors, and each scalar's style and tag (re-typed under
 // YAML 1.2, as a decode into Go values would, "dhcp4: yes" would change meaning), and every key we do not
@@ -131,35 +129,24 @@ func resolve(n *yaml.Node) *yaml.Node {
 	return n
 }
 
-// lookup returns the value of key in mapping m, following aliases and YAML merge keys ("<<") the way
-// PyYAML does (an explicit key wins over merged ones). nil when absent or m is no mapping. Each mapping is
-// visited once and at most maxMergeVisits of them per lookup, so that nested merge keys in hostile input
-// cannot make the work exponential. The merge itself uses a mergeBudget, shared by every lookup of
-// one document.
-func lookup(m *yaml.Node, key string) *yaml.Node {
-	budget := maxMergeVisits
-	return lookupIn(m, key, nil, &budget)
-}
-
-const maxMergeVisits = 1000
-
-// mergeBudget bounds the mappings that merge keys make all lookups of one document visit together
-// (MaxMergeExpansion): with a per-lookup bound alone, a chain of merges costs time quadratic in its length.
+// mergeBudget looks keys up in the mappings of one document, following aliases and YAML merge keys
+// ("<<") the way PyYAML does (an explicit key wins over merged ones). Merge keys can refer to mappings
+// that merge others, so left bounds the merged mappings all lookups of the document visit together
+// (MaxMergeExpansion), and each lookup visits a mapping once: hostile input cannot make the work
+// exponential, nor quadratic in the length of a chain of merges.
 type mergeBudget struct{ left int }
 
 func newMergeBudget() *mergeBudget { return &mergeBudget{left: MaxMergeExpansion} }
 
-func (b *mergeBudget) lookup(m *yaml.Node, key string) *yaml.Node {
-	return lookupIn(m, key, nil, &b.left)
-}
-
 // exceeded reports whether a lookup was cut short; its answer may then be wrong.
 func (b *mergeBudget) exceeded() bool { return b.left < 0 }
 
-// lookupIn looks key up in m and then in what m merges. visited (allocated on the first merge key)
-// keeps each mapping to one visit; budget counts merged mappings visited and goes negative when a
-// visit is refused.
-func lookupIn(m *yaml.Node, key string, visited map[*yaml.Node]bool, budget *int) *yaml.Node {
+// lookup returns the value of key in mapping m; nil when absent or m is no mapping.
+func (b *mergeBudget) lookup(m *yaml.Node, key string) *yaml.Node { return b.lookupIn(m, key, nil) }
+
+// lookupIn looks key up in m and then in what m merges; visited (allocated on the first merge key)
+// keeps each mapping to one visit.
+func (b *mergeBudget) lookupIn(m *yaml.Node, key string, visited map[*yaml.Node]bool) *yaml.Node {
 	m = resolve(m)
 	if m == nil || m.Kind != yaml.MappingNode || visited[m] {
 		return nil
@@ -167,13 +154,11 @@ func lookupIn(m *yaml.Node, key string, visited map[*yaml.Node]bool, budget *int
 	var found *yaml.Node
 	hasMerge := false
 	for i := 0; i+1 < len(m.Content); i += 2 {
-		k := resolve(m.Content[i])
-		if k == nil || k.Kind != yaml.ScalarNode {
-			continue
-		}
-		if k.ShortTag() == "!!merge" {
+		switch k := resolve(m.Content[i]); {
+		case k == nil || k.Kind != yaml.ScalarNode:
+		case k.ShortTag() == "!!merge":
 			hasMerge = true
-		} else if k.Value == key {
+		case k.Value == key:
 			found = m.Content[i+1] // PyYAML keeps the last duplicate
 		}
 	}
@@ -185,22 +170,20 @@ func lookupIn(m *yaml.Node, key string, visited map[*yaml.Node]bool, budget *int
 	}
 	visited[m] = true
 	for i := 0; i+1 < len(m.Content); i += 2 {
-		k := resolve(m.Content[i])
-		if k == nil || k.Kind != yaml.ScalarNode || k.ShortTag() != "!!merge" {
+		if k := resolve(m.Content[i]); k == nil || k.Kind != yaml.ScalarNode || k.ShortTag() != "!!merge" {
 			continue
 		}
-		v := resolve(m.Content[i+1])
-		sources := []*yaml.Node{v}
-		if v != nil && v.Kind == yaml.SequenceNode {
+		sources := []*yaml.Node{resolve(m.Content[i+1])}
+		if v := sources[0]; v != nil && v.Kind == yaml.SequenceNode {
 			sources = v.Content
 		}
 		for _, s := range sources {
-			if *budget <= 0 {
-				*budget = -1
+			if b.left <= 0 {
+				b.left = -1
 				return nil
 			}
-			*budget--
-			if f := lookupIn(s, key, visited, budget); f != nil {
+			b.left--
+			if f := b.lookupIn(s, key, visited); f != nil {
 				return f
 			}
 		}
