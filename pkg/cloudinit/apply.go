@@ -9,8 +9,7 @@ import (
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 )
 
-// Field names of KubeVirt's cloudinit.CloudInitData (pkg/cloud-init/cloud-init.go): it has no json tags,
-// so the wire keys are the Go field names, and encoding/json matches them case-insensitively on the way in.
+// Field names of KubeVirt's cloudinit.CloudInitData (pkg/cloud-init/cloud-init.go).
 const (
 	fieldDataSource  = "DataSource"
 	fieldUserData    = "UserData"
@@ -30,15 +29,8 @@ const minimalUserData = "#cloud-config\n"
 
 // Apply merges our config for ifaces into the CloudInitData JSON and returns the new CloudInitData JSON
 // plus the legacy v1.CloudInitNoCloudSource JSON to echo in PreCloudInitIsoResult.cloudInitNoCloudSource.
-// It works on the raw JSON object so that every field it does not change (metadata, DevicesData,
-// VolumeName, fields of newer KubeVirt versions) is passed back as it came.
-// With no ifaces the data passes through unchanged, except that an empty UserData becomes
-// "#cloud-config\n": returned as is, KubeVirt would reject it and lose the metadata (see minimalUserData).
-//
-// podNIC is the NIC cloud-init's DHCP fallback would have configured (model.FindPodNIC): when
-// the user gave no networkData, our config replaces that fallback, so it is configured by DHCP here too;
-// without a MAC it cannot be matched and Apply refuses, naming the interface, rather than leave the
-// guest's pod network down.
+// Every field it does not change is passed back as it came. With no ifaces the data passes through
+// (PassThrough). podNIC is the NIC cloud-init's DHCP fallback would have configured (WithPodNIC).
 //
 // Apply is the steps of one PreCloudInitIso in one call (DecodeInput, WithPodNIC, Plan,
 // ParseNetworkData, Merge), for callers that need only the result; pkg/pipeline runs the steps itself.
@@ -48,12 +40,10 @@ func Apply(cloudInitData []byte, ifaces []model.BoundInterface, podNIC ...model.
 
 // ApplyOptions are what Apply does besides the network config.
 type ApplyOptions struct {
-	// WindowsNetworkScript adds, for a ConfigDrive datasource, the cloudbase-init PowerShell part that
-	// applies what network_data.json cannot carry to cloudbase-init (windows.go); the VMI opts in with
-	// WindowsNetworkScriptAnnotation.
+	// WindowsNetworkScript adds, for a ConfigDrive datasource, the cloudbase-init script (windows.go);
+	// the VMI opts in with WindowsNetworkScriptAnnotation.
 	WindowsNetworkScript bool
-	// Warn, when set, receives each case that works but is probably not meant (code: one of the Warn*
-	// constants of this package); the caller logs or shows it.
+	// Warn, when set, receives each case that works but is probably not meant (code: a Warn* constant).
 	Warn func(code, message string)
 }
 
@@ -97,14 +87,12 @@ type Input struct {
 	// The fields' keys as they came (canonical when absent) and their text (nil when absent or null).
 	userKey, networkKey   string
 	userData, networkData *string
-	// userNetwork is the user's NetworkData; Merge replaces networkData with ours.
-	userNetwork string
+	userNetwork           string // the user's NetworkData; Merge replaces networkData with ours
 }
 
-// field is one member of CloudInitData. A JSON string is decoded once, to its text: UserData and
-// NetworkData are needed as text, and the text of a 1 MiB Secret is a sixth of the up to 6 MiB of \u00XX
-// escapes it arrives as, so no escaped copy is kept. Anything else (the metadata, DevicesData, fields of
-// newer KubeVirt versions) is kept as it came and passed back unchanged.
+// field is one member of CloudInitData. A JSON string is decoded once, to its text, and no escaped copy
+// is kept: the text of a 1 MiB Secret is a sixth of the up to 6 MiB of \u00XX escapes it arrives as.
+// Anything else (the metadata, DevicesData, fields of newer KubeVirt versions) is kept as it came.
 type field struct {
 	text *string
 	raw  json.RawMessage
@@ -128,9 +116,7 @@ func (f field) value() any {
 }
 
 // DecodeInput decodes a CloudInitData JSON object, once, and checks its UserData and NetworkData fields.
-// KubeVirt's cloudinit.CloudInitData has no json tags (pkg/cloud-init/cloud-init.go): its keys are the Go
-// field names, matched as encoding/json matches struct fields, case-insensitively. A map keeps the fields
-// of newer KubeVirt versions, which a struct of today's would drop.
+// A map keeps the fields of newer KubeVirt versions, which a struct of today's would drop.
 func DecodeInput(cloudInitData []byte) (*Input, error) {
 	in := &Input{raw: cloudInitData}
 	if err := json.Unmarshal(cloudInitData, &in.fields); err != nil {
@@ -234,8 +220,6 @@ func (in *Input) Merge(opts ApplyOptions, plans *Plans, user *UserNetwork) (*Res
 		return nil, fmt.Errorf("cloudInitData (DataSource %s): %w", plans.dataSource, err)
 	}
 	in.setText(in.networkKey, &in.networkData, string(merged))
-
-	// Our network config must reach the guest at every start, not only the first (userdata.go).
 	var script string
 	if opts.WindowsNetworkScript && plans.format.windowsScript {
 		macs, names := user.keys()
@@ -308,9 +292,10 @@ func marshalJSON(v any, indent bool) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// WithPodNIC returns ifaces plus the pod-network NIC (model.FindPodNIC), first, when the user
-// gave no networkData: our config then replaces cloud-init's DHCP fallback, so it must configure that
-// NIC too. A pod NIC without a MAC cannot be matched: that is an error naming it.
+// WithPodNIC returns ifaces plus the pod-network NIC (model.FindPodNIC), first, when the user gave no
+// networkData: our config then replaces cloud-init's DHCP fallback, so it must configure that NIC too, by
+// DHCP. A pod NIC without a MAC cannot be matched: that is an error naming it, rather than a guest whose
+// pod network stays down.
 func WithPodNIC(ifaces []model.BoundInterface, userNetworkData string, podNIC ...model.BoundInterface) ([]model.BoundInterface, error) {
 	if len(podNIC) == 0 || len(ifaces) == 0 || strings.TrimSpace(userNetworkData) != "" {
 		return ifaces, nil
@@ -333,10 +318,10 @@ func textOf(s *string) string {
 	return *s
 }
 
-// stringField finds a string field as encoding/json fills a struct field: keys match case-insensitively.
-// It returns the key to write back (the canonical name when absent) and the text (nil when absent or
-// null). Two case-variants of one key would leave it to their order which one KubeVirt sees, so that is
-// an error.
+// stringField finds a string field as encoding/json fills a struct field (CloudInitData has no json tags:
+// its keys are the Go field names, matched case-insensitively). It returns the key to write back (the
+// canonical name when absent) and the text (nil when absent or null). Two case-variants of one key would
+// leave it to their order which one KubeVirt sees, so that is an error.
 func stringField(fields map[string]field, name string) (key string, text *string, err error) {
 	if key, err = fieldKey(fields, name); err != nil {
 		return "", nil, err

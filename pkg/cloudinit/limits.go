@@ -6,11 +6,10 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 )
 
-// Limits on the user's networkData. The source is the VM owner's cloud-init volume or
-// networkDataSecretRef: anyone who can create a VMI controls it, and the sidecar has a fixed memory
-// limit. Everything past a limit is rejected with an error naming the source and the limit; within
-// them the merge costs bounded memory and time (docs/footprint.md "What a hook call may carry"). Real network configs are far inside:
-// 64 fully configured NICs are about 3,000 YAML nodes, nested 6 deep.
+// Limits on the user's networkData, which anyone who can create a VMI controls, while the sidecar has a
+// fixed memory limit. Past a limit is an error naming the source and the limit; within them the merge
+// costs bounded memory and time (docs/footprint.md "What a hook call may carry"). Real network configs
+// are far inside: 64 fully configured NICs are about 3,000 YAML nodes, nested 6 deep.
 const (
 	// MaxNetworkDataBytes is the largest networkData accepted, the size of a Kubernetes Secret.
 	MaxNetworkDataBytes = 1 << 20
@@ -84,21 +83,18 @@ func checkJSONLimits(data []byte) error {
 	return nil
 }
 
-// maxYAMLTokens bounds the pre-scan's count. A node needs at least one token, except an empty
-// value after an indicator, which the indicator pays for; so the decoder builds at most about
-// 2*maxYAMLTokens nodes (about 200 bytes each) before checkYAMLTree counts them exactly. Real documents
-// have 1.2-1.6 tokens per node ("key: value" is three tokens, two nodes).
+// maxYAMLTokens bounds the pre-scan's count. A node needs at least one token, except an empty value
+// after an indicator, which the indicator pays for; so the decoder builds at most about 2*maxYAMLTokens
+// nodes before checkYAMLTree counts them exactly. Real documents have 1.2-1.6 tokens per node.
 const maxYAMLTokens = 2 * MaxNodes
 
-// checkYAMLSize rejects, before the YAML parser runs, a document whose size or token count could
-// make the node tree large: yaml.v3 builds every node of a document before returning any, at about
-// 200 bytes each, and its encoder keeps every event of the document (emitterc.go
-// yaml_emitter_emit appends to emitter.events), at about 800 bytes per node. The count is an upper
-// bound that needs no parsing: words (runs of non-blank bytes, split at flow indicators), flow
-// indicators, and block indicators ("- ", ": ", "? ") once more for the empty value that may follow
-// them. Words in comments and in quoted or block scalars count too: skipping them would need the
-// parser's own idea of where a quoted scalar ends (a '#' or a quote inside one is not what it
-// seems), and a scanner that guessed wrong could skip a line full of nodes.
+// checkYAMLSize rejects, before the YAML parser runs, a document whose size or token count could make
+// the node tree large: yaml.v3 builds every node of a document before returning any, and its encoder
+// keeps every event of the document (emitterc.go yaml_emitter_emit). The count is an upper bound that
+// needs no parsing: words (runs of non-blank bytes, split at flow indicators), flow indicators, and
+// block indicators ("- ", ": ", "? ") once more for the empty value that may follow them. Words in
+// comments and quoted or block scalars count too: skipping them would need the parser's own idea of
+// where a quoted scalar ends, and a scanner that guessed wrong could skip a line full of nodes.
 func checkYAMLSize(data []byte) error {
 	if err := sizeLimit(len(data)); err != nil {
 		return err

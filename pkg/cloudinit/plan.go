@@ -51,10 +51,8 @@ func (p *nicPlan) gateway(f model.Family) netip.Addr {
 
 // hasFamily reports whether the NIC gets an address of family f (static or DHCP).
 func (p *nicPlan) hasFamily(f model.Family) bool {
-	if f == model.IPv4 && p.dhcp4 || f == model.IPv6 && p.dhcp6 {
-		return true
-	}
-	return len(p.staticOf(f)) > 0
+	return f == model.IPv4 && p.dhcp4 || f == model.IPv6 && p.dhcp6 ||
+		slices.ContainsFunc(p.static, func(a netip.Prefix) bool { return model.FamilyOf(a.Addr()) == f })
 }
 
 // Guest interface names: Linux allows 15 bytes (IFNAMSIZ-1). We keep the VMI interface name when it is
@@ -154,8 +152,11 @@ func planNICs(ifaces []model.BoundInterface) ([]nicPlan, error) {
 // planNIC validates one interface and reduces it to a plan, step by step; each step reads the interface
 // and what the steps before it planned.
 func planNIC(b *model.BoundInterface) (nicPlan, error) {
-	p := nicPlan{iface: b.Name, name: guestNameOf(b), mtu: b.MTU}
-	if err := p.planLink(b); err != nil {
+	p := nicPlan{iface: b.Name, name: guestNameOf(b), mac: b.MAC, mtu: b.MTU}
+	if b.MAC.IsZero() {
+		return p, fmt.Errorf("no MAC address from any source (VMI macAddress, network-status, pod-networks): cloud-init can only match the NIC by MAC")
+	}
+	if err := netval.CheckMTU(b.MTU); err != nil {
 		return p, err
 	}
 	present, err := addressFamilies(b.Addresses)
@@ -172,15 +173,6 @@ func planNIC(b *model.BoundInterface) (nicPlan, error) {
 		return p, err
 	}
 	return p, p.planDNS(b.DNS)
-}
-
-// planLink checks what the link itself needs: a 48-bit MAC to match the NIC by, and an MTU in range.
-func (p *nicPlan) planLink(b *model.BoundInterface) error {
-	if b.MAC.IsZero() {
-		return fmt.Errorf("no MAC address from any source (VMI macAddress, network-status, pod-networks): cloud-init can only match the NIC by MAC")
-	}
-	p.mac = b.MAC
-	return netval.CheckMTU(b.MTU)
 }
 
 // addressFamilies validates the interface's addresses and says which families they cover.
@@ -220,8 +212,8 @@ func (p *nicPlan) planGateways(gateways []netip.Addr) error {
 	return nil
 }
 
-// planAddressing decides between DHCP and static addresses; a static gateway needs an address of its
-// family to hang the default route on.
+// planAddressing decides between DHCP and static addresses; a gateway needs an address of its family to
+// hang the default route on.
 func (p *nicPlan) planAddressing(b *model.BoundInterface, present map[model.Family]bool) error {
 	if b.DHCP {
 		// pod-networks ipam_mode "dhcp" (OKEP-6224, ovn-kubernetes #6666) is IPv4 only: the guest runs
@@ -230,19 +222,15 @@ func (p *nicPlan) planAddressing(b *model.BoundInterface, present map[model.Fami
 		// not into the guest). An IPv6 address the model knows is configured statically as given, with its
 		// gateway, like a static NIC's. The pod NIC (model.FindPodNIC) has no addresses: DHCPv4 only, as
 		// cloud-init's fallback.
-		p.dhcp4 = true
-		p.gateway4 = netip.Addr{}
+		p.dhcp4, p.gateway4 = true, netip.Addr{}
 		for _, a := range b.Addresses {
 			if model.FamilyOf(a.Addr()) == model.IPv6 {
 				p.static = append(p.static, a)
 			}
 		}
-		if p.gateway6.IsValid() && !present[model.IPv6] {
-			return fmt.Errorf("IPv6 gateway %s but no IPv6 address to attach the default route to", p.gateway6)
-		}
-		return nil
+	} else {
+		p.static = append([]netip.Prefix(nil), b.Addresses...)
 	}
-	p.static = append([]netip.Prefix(nil), b.Addresses...)
 	for _, f := range []model.Family{model.IPv4, model.IPv6} {
 		if p.gateway(f).IsValid() && !present[f] {
 			return fmt.Errorf("IPv%d gateway %s but no IPv%d address to attach the default route to", f, p.gateway(f), f)
@@ -277,7 +265,11 @@ func (p *nicPlan) planRoutes(routes []model.Route) error {
 			return fmt.Errorf("route %s via %s mixes address families", r.Dest, hop)
 		}
 		if !p.hasFamily(f) {
-			return fmt.Errorf("route %s via %s but the interface has no IPv%d address", r.Dest, viaText(hop), f)
+			via := "on-link"
+			if hop.IsValid() {
+				via = hop.String()
+			}
+			return fmt.Errorf("route %s via %s but the interface has no IPv%d address", r.Dest, via, f)
 		}
 		p.routes = append(p.routes, model.Route{Dest: r.Dest.Masked(), NextHop: hop})
 	}
@@ -322,13 +314,11 @@ func (p *nicPlan) planDNS(dns model.DNS) error {
 }
 
 // unspecified is the unspecified address of f: the network of a default route, and the gateway text of a
-// route with no next hop (on-link). cloud-init 22.4.2 has no
-// on-link form: every renderer reads a route's "gateway" (eni.py _render_route and sysconfig.py raise
-// KeyError without one), so the unspecified address stands for "none". networkd (Gateway=0.0.0.0, a null
-// gateway adds no RTA_GATEWAY), network-manager (route1=<dest>,0.0.0.0) and sysconfig for IPv4
-// (`ip route add <dest> via 0.0.0.0 dev <nic>`) read it as on-link; the eni renderer's
-// `route add ... gw 0.0.0.0` and sysconfig's IPv6 `via ::` are refused by the kernel, so there the route
-// is missing (docs/guests.md).
+// route with no next hop (on-link). cloud-init 22.4.2 has no on-link form: every renderer reads a route's
+// "gateway" (eni.py _render_route and sysconfig.py raise KeyError without one). networkd, network-manager
+// and sysconfig for IPv4 read the unspecified address as on-link; the eni renderer's `route add ... gw
+// 0.0.0.0` and sysconfig's IPv6 `via ::` are refused by the kernel, so there the route is missing
+// (docs/guests.md).
 func unspecified(f model.Family) string {
 	if f == model.IPv4 {
 		return "0.0.0.0"
@@ -342,11 +332,4 @@ func routeGateway(r model.Route) string {
 		return r.NextHop.String()
 	}
 	return unspecified(model.FamilyOf(r.Dest.Addr()))
-}
-
-func viaText(hop netip.Addr) string {
-	if hop.IsValid() {
-		return hop.String()
-	}
-	return "on-link"
 }

@@ -40,12 +40,9 @@ func carriesOurPart(userData string) bool {
 	if !strings.HasPrefix(userData, ourMessagePrefix) {
 		return false
 	}
-	first, _, ok := strings.Cut(userData, "\n")
-	if !ok {
-		return false
-	}
+	first, _, _ := strings.Cut(userData, "\n")
 	boundary := strings.TrimSuffix(strings.TrimPrefix(first, `Content-Type: multipart/mixed; boundary="`), `"`)
-	if boundary == first || strings.ContainsAny(boundary, "\"\r") {
+	if strings.ContainsAny(boundary, "\"\r") {
 		return false
 	}
 	// The boundary occurs nowhere in the user's data (mimeBoundary), so every delimiter line is ours and

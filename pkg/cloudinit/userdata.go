@@ -68,13 +68,6 @@ func everyBootPart(dataSource string) (config, mergeType string) {
 	return networkEveryBootNoCloud, networkEveryBootNoCloudMerge
 }
 
-// withNetworkEveryBoot returns user data that makes cloud-init apply the network config of the datasource
-// ("noCloud" or "configDrive") at every boot, and otherwise does what userData did (composeUserData, with
-// no Windows script).
-func withNetworkEveryBoot(userData, dataSource string) string {
-	return composeUserData(userData, dataSource, "")
-}
-
 // composeUserData returns userData with our cloud-config part (everyBootPart) or, when windowsScript is
 // not empty (a Windows guest: cloudbase-init applies network_data.json on its own terms), the
 // cloudbase-init PowerShell part (windows.go) instead, as a MIME multipart that
@@ -142,23 +135,25 @@ func composeUserData(userData, dataSource, windowsScript string) string {
 	return b.String()
 }
 
-// writeTextPart writes one part's headers and body, the body byte for byte.
+// writeTextPart writes one part's headers and body, the body byte for byte: as it was when it is plain
+// ASCII (the line break before the next boundary belongs to the boundary, RFC 2046 5.1.1), else base64
+// (Python's email package decodes a non-ASCII 7bit/8bit payload with raw-unicode-escape, email/message.py
+// get_payload, which cloud-init would then read as mojibake).
 func writeTextPart(b *strings.Builder, contentType, filename, body string) {
+	plain := plainASCII(body)
+	encoding := "base64"
+	if plain {
+		encoding = "7bit"
+	}
 	b.WriteString("Content-Type: " + contentType + "; charset=\"utf-8\"\n")
-	if plainASCII(body) {
-		// Readable as it was. The line break before the next boundary belongs to the boundary
-		// (RFC 2046 5.1.1), so the part's body is exactly body.
-		b.WriteString("Content-Transfer-Encoding: 7bit\n")
-		b.WriteString("Content-Disposition: attachment; filename=\"" + filename + "\"\n\n")
+	b.WriteString("Content-Transfer-Encoding: " + encoding + "\n")
+	b.WriteString("Content-Disposition: attachment; filename=\"" + filename + "\"\n\n")
+	if plain {
 		b.WriteString(body)
 		b.WriteByte('\n')
-		return
+	} else {
+		writeBase64Lines(b, []byte(body))
 	}
-	// Python's email package decodes a non-ASCII 7bit/8bit payload with raw-unicode-escape
-	// (email/message.py get_payload), which cloud-init would then read as mojibake.
-	b.WriteString("Content-Transfer-Encoding: base64\n")
-	b.WriteString("Content-Disposition: attachment; filename=\"" + filename + "\"\n\n")
-	writeBase64Lines(b, []byte(body))
 }
 
 // userPart says how the user's data travels as a part.
@@ -231,11 +226,7 @@ func plainASCII(s string) bool {
 // data does reach us, but mangled: KubeVirt's JSON encoding replaced its bytes with U+FFFD, and
 // checkUserDataEncoding refuses it before this is asked.
 func isMIME(userData string) bool {
-	head := userData
-	if len(head) > 4096 {
-		head = head[:4096]
-	}
-	return strings.Contains(strings.ToLower(head), "mime-version:")
+	return strings.Contains(strings.ToLower(firstBytes(userData, 4096)), "mime-version:")
 }
 
 // mimeBoundary is a boundary that does not occur in userData: a hash of it, lengthened in the
