@@ -215,15 +215,15 @@ type Result struct {
 // composes the user data so that the config reaches the guest at every start (userdata.go). It runs
 // once per Input: it changes the parsed user document.
 func (in *Input) Merge(opts ApplyOptions, plans *Plans, user *UserNetwork) (*Result, error) {
-	merged, err := user.write(plans.format, plans.plans)
+	ours, theirs := user.split(plans.plans)
+	merged, err := user.write(plans.format, ours)
 	if err != nil {
 		return nil, fmt.Errorf("cloudInitData (DataSource %s): %w", plans.dataSource, err)
 	}
 	in.setText(in.networkKey, &in.networkData, string(merged))
 	var script string
 	if opts.WindowsNetworkScript && plans.format.windowsScript {
-		macs, names := user.keys()
-		if script, err = windowsNetworkScript(plans.plans, macs, names); err != nil {
+		if script, err = windowsNetworkScript(ours); err != nil {
 			return nil, fmt.Errorf("cloudInitData: Windows network script: %w", err)
 		}
 	}
@@ -248,7 +248,7 @@ func (in *Input) Merge(opts ApplyOptions, plans *Plans, user *UserNetwork) (*Res
 		return nil, err
 	}
 	return &Result{Data: data, NoCloudSource: source, DataSource: plans.dataSource, NetworkData: merged,
-		UserConfigured: userConfigured(plans.plans, user)}, nil
+		UserConfigured: theirs}, nil
 }
 
 // encode writes the CloudInitData (the input as it came when nothing changed) and the legacy

@@ -212,15 +212,9 @@ func renderConfigDrive(plans []nicPlan) ([]byte, error) {
 
 func (u *networkDataJSON) keys() (macs, names []string) { return u.macs, u.names }
 
-// merge writes ours for the NICs the user does not configure, then theirs.
-func (u *networkDataJSON) merge(plans []nicPlan) ([]byte, error) {
-	kept := plans[:0:0]
-	for _, p := range plans {
-		if !configuredByUser(&p, u.macs, u.names) {
-			kept = append(kept, p)
-		}
-	}
-	parts := ndParts(kept, func(id string) bool { return u.ids[strings.ToLower(id)] })
+// merge writes ours, then theirs.
+func (u *networkDataJSON) merge(ours []nicPlan) ([]byte, error) {
+	parts := ndParts(ours, func(id string) bool { return u.ids[strings.ToLower(id)] })
 	if hasDNSService(u.services) {
 		spreadDNSServices(parts)
 	}
@@ -240,8 +234,8 @@ func (u *networkDataJSON) merge(plans []nicPlan) ([]byte, error) {
 		}
 	}
 	links, networks := oursFirst(ourLinks, u.links), oursFirst(ourNetworks, u.networks)
-	ours := map[string]int{"links": len(ourLinks), "networks": len(ourNetworks)}
-	out, err := writeNetworkData(u.top, map[string][]json.RawMessage{"links": links, "networks": networks, "services": u.services}, ours)
+	lists := map[string][]json.RawMessage{"links": links, "networks": networks, "services": u.services}
+	out, err := writeNetworkData(u.top, lists, map[string]int{"links": len(ourLinks), "networks": len(ourNetworks)})
 	if err != nil {
 		return nil, fmt.Errorf("encoding network_data.json: %w", err)
 	}

@@ -12,10 +12,8 @@ type format struct {
 	// parse reads the user's networkData (not blank) within the limits; nil, nil when it configures
 	// nothing. Errors name the source.
 	parse func(user []byte) (userNetwork, error)
-	// alone writes ours when the user gave no networkData.
-	alone func(plans []nicPlan) ([]byte, error)
-	// windowsScript: the cloudbase-init script applies to this DataSource (cloudbase-init reads
-	// ConfigDrive only).
+	alone func(plans []nicPlan) ([]byte, error) // ours when the user gave no networkData
+	// windowsScript: cloudbase-init reads this DataSource (it reads ConfigDrive only).
 	windowsScript bool
 }
 
@@ -35,8 +33,7 @@ type userNetwork interface {
 	merge(plans []nicPlan) ([]byte, error)
 }
 
-// Plans is our guest config of each NIC, validated once per call (planNICs) and read by every writer:
-// the network config, the Windows script and the report of the NICs the user configures.
+// Plans is our guest config of each NIC, validated once per call (planNICs) and read by every writer.
 type Plans struct {
 	dataSource string
 	format     format
@@ -49,19 +46,29 @@ type UserNetwork struct {
 	parsed userNetwork
 }
 
-func (u *UserNetwork) keys() (macs, names []string) {
+// split parts plans into ours, the NICs the user's networkData does not configure, and the interfaces
+// whose NIC it configures by MAC or guest name: theirs, named, where the user's entry wins.
+func (u *UserNetwork) split(plans []nicPlan) (ours []nicPlan, theirs []string) {
 	if u == nil || u.parsed == nil {
-		return nil, nil
+		return plans, nil
 	}
-	return u.parsed.keys()
+	macs, names := u.parsed.keys()
+	for i := range plans {
+		if configuredByUser(&plans[i], macs, names) {
+			theirs = append(theirs, plans[i].iface)
+		} else {
+			ours = append(ours, plans[i])
+		}
+	}
+	return ours, theirs
 }
 
-// write is the network config of one format: ours alone, or merged into the user's.
-func (u *UserNetwork) write(f format, plans []nicPlan) ([]byte, error) {
+// write is the network config of one format: ours (split) alone, or merged into the user's.
+func (u *UserNetwork) write(f format, ours []nicPlan) ([]byte, error) {
 	if u == nil || u.parsed == nil {
-		return f.alone(plans)
+		return f.alone(ours)
 	}
-	return u.parsed.merge(plans)
+	return u.parsed.merge(ours)
 }
 
 // parseUser parses user in format f, or gives an empty UserNetwork when it is blank (whitespace alone
@@ -77,9 +84,7 @@ func parseUser(f format, user []byte) (*UserNetwork, error) {
 	return &UserNetwork{parsed: parsed}, nil
 }
 
-// mergeOnce plans ifaces, parses user and merges them: the whole network config of one format for
-// the callers that have nothing else to do with the plans or the parse (MergeNoCloud,
-// MergeNetworkDataJSON).
+// mergeOnce plans ifaces, parses user and merges them (MergeNoCloud, MergeNetworkDataJSON).
 func mergeOnce(f format, user []byte, ifaces []model.BoundInterface) ([]byte, error) {
 	plans, err := planNICs(ifaces)
 	if err != nil {
@@ -89,20 +94,6 @@ func mergeOnce(f format, user []byte, ifaces []model.BoundInterface) ([]byte, er
 	if err != nil {
 		return nil, err
 	}
-	return u.write(f, plans)
-}
-
-// userConfigured names the planned NICs the user configures (by MAC or guest name).
-func userConfigured(plans []nicPlan, u *UserNetwork) []string {
-	macs, names := u.keys()
-	if len(macs)+len(names) == 0 {
-		return nil
-	}
-	var out []string
-	for i := range plans {
-		if configuredByUser(&plans[i], macs, names) {
-			out = append(out, plans[i].iface)
-		}
-	}
-	return out
+	ours, _ := u.split(plans)
+	return u.write(f, ours)
 }

@@ -259,13 +259,11 @@ func parseNoCloud(user []byte) (userNetwork, error) {
 
 func (u *noCloudUser) keys() (macs, names []string) { return u.macs, u.names }
 
-// merge adds ours for the NICs the user does not configure and re-emits the document; once only.
-func (u *noCloudUser) merge(plans []nicPlan) ([]byte, error) {
+// merge adds ours and re-emits the document; once only.
+func (u *noCloudUser) merge(ours []nicPlan) ([]byte, error) {
 	var err error
-	for i := range plans {
-		if err == nil && !configuredByUser(&plans[i], u.macs, u.names) {
-			err = u.version.add(u.into, &plans[i])
-		}
+	for i := 0; i < len(ours) && err == nil; i++ {
+		err = u.version.add(u.into, &ours[i])
 	}
 	if err == nil && u.mb.exceeded() {
 		err = fmt.Errorf("YAML merge keys (<<) make the merge visit more than %d mappings", MaxMergeExpansion)

@@ -8,24 +8,18 @@ import (
 )
 
 // Why the sidecar touches user data at all: KubeVirt keeps the guest's instance-id across VM restarts
-// (NoCloud: the firmware UUID; ConfigDrive: "<name>.<namespace>", pkg/cloud-init/cloud-init.go), and
-// cloud-init applies a datasource's network config only for a new instance unless told otherwise
-// (stages.py apply_network_config, sources/__init__.py default_update_events). A VM restarted onto a new
-// pod, whose VF has new addresses, would keep the first boot's rendered config. Per-instance modules
-// (users, SSH host keys, runcmd) must still run once, so the instance-id stays.
+// (pkg/cloud-init/cloud-init.go), and cloud-init applies a datasource's network config only for a new
+// instance unless told otherwise (stages.py apply_network_config), so a VM restarted onto a new pod, whose
+// VF has new addresses, would keep the first boot's config. Per-instance modules must still run once, so
+// the instance-id stays.
 //
-// NoCloud: the documented way, the "updates" key with the boot event, which NoCloud supports
-// (DataSource.supported_update_events). On a restart cloud-init reads it in its local stage from the
-// previous boot's /var/lib/cloud/instance/cloud-config.txt (helpers.py ConfigMerger).
+// NoCloud: the documented way, the "updates" key with the boot event (DataSource.supported_update_events).
 //
-// ConfigDrive: the boot event crashes cloud-init 22.4.2, our floor: update_metadata_if_supported sets the
-// datasource's _network_config to the UNSET sentinel string, and DataSourceConfigDrive.network_config
-// returns it because it tests only for None; apply_network_config then fails on every boot after the
-// first ("'str' object has no attribute 'get'", the bug canonical/cloud-init#1537 fixed for LXD and
-// #7067 reports for UpCloud). So on ConfigDrive a systemd drop-in makes cloud-init's local stage see no
-// previous instance-id (/var/lib/cloud/data/instance-id, stages.py previous_iid): the network config is
-// applied as for a new instance, while per-instance modules stay done (their semaphores live under
-// /var/lib/cloud/instances/<instance-id>/sem, which stays), and the file is written again in the same stage.
+// ConfigDrive: the boot event crashes cloud-init 22.4.2, our floor (DataSourceConfigDrive.network_config
+// returns the UNSET sentinel string, canonical/cloud-init#1537). So a systemd drop-in makes cloud-init's
+// local stage see no previous instance-id (/var/lib/cloud/data/instance-id, stages.py previous_iid): the
+// network config is applied as for a new instance, while per-instance modules stay done (their
+// semaphores live under /var/lib/cloud/instances/<instance-id>/sem).
 
 // networkEveryBootFile names our part; the part's own headers (carriesOurPart) make composeUserData idempotent.
 const networkEveryBootFile = "sriov-udn-binding-network-every-boot.cfg"
@@ -68,25 +62,20 @@ func everyBootPart(dataSource string) (config, mergeType string) {
 	return networkEveryBootNoCloud, networkEveryBootNoCloudMerge
 }
 
-// composeUserData returns userData with our cloud-config part (everyBootPart) or, when windowsScript is
-// not empty (a Windows guest: cloudbase-init applies network_data.json on its own terms), the
-// cloudbase-init PowerShell part (windows.go) instead, as a MIME multipart that
-// both cloud-init and cloudbase-init read part by part:
-//   - user data that is empty or blank, with no script: our cloud-config alone, no MIME;
-//   - a MIME message (what cloud-init reads as one: "mime-version:" in its first 4096 bytes,
-//     user_data.py convert_string): nested unchanged, before ours;
-//   - anything else: one part, byte for byte (7bit when plain ASCII, else base64), whose Content-Type
-//     (and, for a script, file name) is what its first line means: cloud-init's own table
-//     (handlers/__init__.py INCLUSION_TYPES_MAP), so cloud-init picks the handler it picks for a whole
-//     user data (user_data.py _process_msg), and cloudbase-init's script headers, whose interpreter it
-//     picks by the part's file extension (userdataplugins/shellscript.py, fileexecutils.py);
-//   - user data that has no faithful form as a part (cloudbase-init's #ps1_x86, EC2 <powershell> tags,
-//     a PEM certificate it reads from the raw user data): returned unchanged, with neither part of ours.
+// composeUserData returns userData with our cloud-config part (everyBootPart) or, for a Windows guest,
+// the cloudbase-init script part (windows.go) instead, as a MIME multipart that both cloud-init and
+// cloudbase-init read part by part:
+//   - blank user data, with no script: our cloud-config alone, no MIME;
+//   - a MIME message (isMIME): nested unchanged, before ours;
+//   - anything else: one part, byte for byte, whose Content-Type (and, for a script, file name) is what
+//     its first line means to cloud-init (handlers/__init__.py INCLUSION_TYPES_MAP) and to cloudbase-init
+//     (userdataplugins/shellscript.py picks the interpreter by the file extension);
+//   - user data that has no faithful form as a part (userPartOf): returned unchanged, without ours.
 //
 // The script part comes first (cloudbase-init stops walking the parts after one that asks for a reboot),
 // our cloud-config last. The message starts with "Content-Type: multipart", the exact prefix
-// cloudbase-init tests (plugins/common/userdata.py). User data that already carries our part (by its MIME
-// headers, never a mention in the user's text: carriesOurPart) is returned unchanged.
+// cloudbase-init tests (plugins/common/userdata.py). User data that already carries our part
+// (carriesOurPart) is returned unchanged.
 func composeUserData(userData, dataSource, windowsScript string) string {
 	ours, mergeType := everyBootPart(dataSource)
 	blank := strings.TrimSpace(userData) == ""
@@ -182,7 +171,8 @@ var userPartPrefixes = []struct{ prefix, contentType, filename string }{
 	{"#!", "text/x-shellscript", "user-data.sh"},
 }
 
-// userPartOf says how userData travels as a part; ok is false when it has no faithful form.
+// userPartOf says how userData travels as a part; ok is false when it has no faithful form: cloudbase-init's
+// #ps1_x86, EC2 <powershell> tags, a PEM certificate it reads from the raw user data.
 func userPartOf(userData string) (userPart, bool) {
 	if isMIME(userData) {
 		return userPart{nested: true}, true

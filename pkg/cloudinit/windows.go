@@ -11,20 +11,15 @@ import (
 )
 
 // What cloudbase-init's NetworkConfigPlugin leaves out of network_data.json (cloudbase.go): routes other
-// than the default route (plugins/common/networkconfig.py passes only the default route on; cloudbase-init
-// issue #62), the IPv6 MTU (osutils/windows.py set_network_adapter_mtu runs `netsh interface ipv4 set
-// subinterface`), search domains (baseopenstackservice.py reads no dns_search), a second address of a family
-// (cloudbase.go ndStaticType), and, possibly, the IPv6 servers of a mixed DNS list (windows.py
-// _set_interface_dns writes the whole list through the adapter's first MSFT_DnsClientServerAddress, one
-// family's instance). WindowsNetworkScript applies those from a cloudbase-init user-data part.
+// than the default route (plugins/common/networkconfig.py; cloudbase-init issue #62), the IPv6 MTU
+// (osutils/windows.py set_network_adapter_mtu sets IPv4's only), search domains (baseopenstackservice.py
+// reads no dns_search), a second address of a family (cloudbase.go ndStaticType), and, possibly, the IPv6
+// servers of a mixed DNS list (windows.py _set_interface_dns writes it through one family's instance).
+// windowsNetworkScript applies those from a user-data part (composeUserData, userdata.go).
 //
 // The script is PowerShell built from a fixed text: every value in it is first checked against the
-// characters its kind can have (addresses, prefixes and MACs: hex digits, '.', ':', '-', '/'; search
-// domains: isDNSName) and then written as a single-quoted literal, which PowerShell does not expand. A
-// value that fails its check is an error, never written: the script runs as SYSTEM in the guest.
-
-// The script reaches cloudbase-init as a text/x-shellscript MIME part of the user data, placed before
-// the user's parts: composeUserData (userdata.go) says how, and which user data cannot be wrapped.
+// characters its kind can have and then written as a single-quoted literal, which PowerShell does not
+// expand. A value that fails its check is an error, never written: the script runs as SYSTEM.
 
 // WindowsNetworkScriptAnnotation opts a VMI into the script: "true" or "false" (absent: false). Opt-in
 // because the part is for cloudbase-init only: cloud-init on a Linux guest would try to run it as a shell
@@ -88,16 +83,12 @@ if ($failed) { exit 1 }
 exit 0
 `
 
-// windowsNetworkScript is WindowsNetworkScript on plans made and a network_data.json parsed once per
-// call (Input.Merge): macs and names are the links the user configures.
-func windowsNetworkScript(plans []nicPlan, macs, names []string) (string, error) {
+// windowsNetworkScript is the script for ours (UserNetwork.split); "" when no NIC needs one.
+func windowsNetworkScript(ours []nicPlan) (string, error) {
 	var body strings.Builder
-	for i := range plans {
-		if configuredByUser(&plans[i], macs, names) {
-			continue
-		}
-		if err := windowsNICSection(&body, &plans[i]); err != nil {
-			return "", fmt.Errorf("windows network script for interface %q: %w", plans[i].iface, err)
+	for i := range ours {
+		if err := windowsNICSection(&body, &ours[i]); err != nil {
+			return "", fmt.Errorf("windows network script for interface %q: %w", ours[i].iface, err)
 		}
 	}
 	if body.Len() == 0 {
