@@ -169,8 +169,7 @@ func (in *Input) dataSource() (string, format, error) {
 	return dataSource, f, nil
 }
 
-// Plan plans ifaces (the bound interfaces, and the pod NIC WithPodNIC added) for this CloudInitData's
-// DataSource, once for every writer of the call.
+// Plan plans ifaces (WithPodNIC's) for this CloudInitData's DataSource, once for every writer of the call.
 func (in *Input) Plan(ifaces []model.BoundInterface) (*Plans, error) {
 	dataSource, f, err := in.dataSource()
 	if err != nil {
@@ -183,8 +182,7 @@ func (in *Input) Plan(ifaces []model.BoundInterface) (*Plans, error) {
 	return &Plans{dataSource: dataSource, format: f, plans: plans}, nil
 }
 
-// ParseNetworkData parses the user's NetworkData in the format of the DataSource, once for the merge,
-// the Windows script and the report of the NICs the user configures.
+// ParseNetworkData parses the user's NetworkData in the format of the DataSource, once per call.
 func (in *Input) ParseNetworkData() (*UserNetwork, error) {
 	dataSource, f, err := in.dataSource()
 	if err != nil {
@@ -201,13 +199,10 @@ func (in *Input) ParseNetworkData() (*UserNetwork, error) {
 type Result struct {
 	// Data is the new CloudInitData JSON; NoCloudSource the legacy v1.CloudInitNoCloudSource JSON.
 	Data, NoCloudSource []byte
-	// DataSource is KubeVirt's ("noCloud" or "configDrive"); NetworkData the network config written
-	// into Data (NoCloud network-config or network_data.json).
-	DataSource  string
-	NetworkData []byte
-	// UserConfigured names the interfaces whose NIC the user's networkData configures already (same
-	// MAC or guest name): the user's entry is kept and ours left out, which the caller reports so that
-	// nobody reads our addresses as the guest's.
+	DataSource          string // KubeVirt's: "noCloud" or "configDrive"
+	NetworkData         []byte // the network config written into Data
+	// UserConfigured names the interfaces whose NIC the user's networkData configures already: the
+	// user's entry is kept and ours left out, which the caller reports.
 	UserConfigured []string
 }
 
@@ -275,10 +270,8 @@ func (in *Input) encode(changed bool) (newData []byte, noCloudSourceJSON []byte,
 	return newData, bytes.TrimSuffix(noCloudSourceJSON, []byte("\n")), nil
 }
 
-// marshalJSON is json.Marshal without HTML escaping, indented or compact, ending in a newline:
-// virt-launcher's json.Marshal wrote every '<', '>' and '&' of the user data as \u003c and the like
-// already, and escaping again what we compose would grow an HTML user data sixfold, past the 4 MiB answer
-// virt-launcher receives.
+// marshalJSON is json.Marshal without HTML escaping, indented or compact, ending in a newline: escaping
+// '<', '>' and '&' again would grow an HTML user data sixfold, past the 4 MiB answer virt-launcher receives.
 func marshalJSON(v any, indent bool) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)

@@ -7,8 +7,7 @@ import (
 )
 
 // The network_data.json rules in this file exist for Windows guests: cloudbase-init reads only the
-// ConfigDrive network_data.json and applies it differently from cloud-init. What it does, from its code
-// (cloudbase/cloudbase-init):
+// ConfigDrive network_data.json and applies it differently from cloud-init (cloudbase/cloudbase-init):
 //   - metadata/services/baseopenstackservice.py _parse_network_data_links: the link "id" becomes the
 //     adapter name (the "name" key is ignored); _parse_network_data_networks keeps only networks of type
 //     "ipv4" and "ipv6" and reads DNS from the per-network "services" ({"type":"dns","address":...}),
@@ -43,10 +42,10 @@ func cloudbasePrimaries(p *nicPlan) map[model.Family]int {
 }
 
 // ndStaticType is the network type of a static address. The address cloudbase-init applies is the
-// OpenStack "ipv4"/"ipv6"; any further address of the family is "static"/"static6", types cloud-init
-// reads exactly like "ipv4"/"ipv6" (sources/helpers/openstack.py convert_net_json: static subnet, the
-// "ipv4"/"ipv6" subnet flags only guard duplicate default routes, which these networks never carry) and
-// cloudbase-init skips, so it does not replace the address it applied (see the top of this file).
+// OpenStack "ipv4"/"ipv6"; any further address of the family is "static"/"static6", which cloud-init
+// reads as "ipv4"/"ipv6" (openstack.py convert_net_json: a static subnet; the subnet flags only guard
+// duplicate default routes, which these networks never carry) and cloudbase-init skips, so it does not
+// replace the address it applied.
 func ndStaticType(f model.Family, primary bool) string {
 	switch {
 	case primary && f == model.IPv4:
@@ -61,8 +60,7 @@ func ndStaticType(f model.Family, primary bool) string {
 }
 
 // ndDNSNetwork is the index of the network that carries a NIC's DNS: its first network cloudbase-init
-// applies ("ipv4"/"ipv6"), which is also the first network when every address has its own family, as
-// before cloudbase-init support, so cloud-init renders the same.
+// applies ("ipv4"/"ipv6"), else its first.
 func ndDNSNetwork(networks []ndNetwork) int {
 	for i, n := range networks {
 		if n.Type == "ipv4" || n.Type == "ipv6" {
@@ -106,11 +104,9 @@ func spreadDNSServices(parts []ndPart) {
 }
 
 // oursFirst puts our entries before the user's. cloudbase-init applies links, then networks, in list
-// order, and one failure ends the plugin: a user link whose MAC is not in the guest raises
-// ItemNotFoundException (cloudbase-init #47), a user gateway outside its subnet is refused by Windows
-// (#166). Ours first, our NICs are configured before such an entry stops it (except that a bad user link
-// still stops it before any network: links are all processed first). cloud-init matches links by MAC or
-// name and networks by link id, so the order changes nothing there.
+// order, and one failure ends the plugin: a user link whose MAC is not in the guest (cloudbase-init #47),
+// a user gateway outside its subnet (#166). Ours first, our NICs are configured before such an entry
+// stops it. cloud-init matches links by MAC or name and networks by link id: the order changes nothing.
 func oursFirst(ours, theirs []json.RawMessage) []json.RawMessage {
 	if len(ours) == 0 {
 		return theirs

@@ -56,17 +56,15 @@ type ndPart struct {
 	networks []ndNetwork
 }
 
-func netmask(bits, total int) string {
-	m := net.CIDRMask(bits, total)
-	a, _ := netip.AddrFromSlice(m)
+func netmask(p netip.Prefix) string {
+	a, _ := netip.AddrFromSlice(net.CIDRMask(p.Bits(), p.Addr().BitLen()))
 	return a.String()
 }
 
-// ndParts builds our links and networks. taken reports whether an id is used (by the user's data); ours are
-// made unique against it so that we never capture the user's link references.
+// ndParts builds our links and networks, with ids unique against those taken by the user's data, so
+// that we never capture the user's link references; case-insensitively, as cloudbase-init names the
+// Windows adapter after the link id.
 func ndParts(plans []nicPlan, taken func(string) bool) []ndPart {
-	// IDs are compared case-insensitively: cloudbase-init renames the Windows adapter to the link id
-	// (cloudbase.go), and Windows adapter names are case-insensitive.
 	used := map[string]bool{}
 	unique := func(base string) string {
 		id := base
@@ -104,7 +102,7 @@ func ndParts(plans []nicPlan, taken func(string) bool) []ndPart {
 				ID:        unique(fmt.Sprintf("%s-ipv%d-%d", p.name, f, j)),
 				Type:      ndStaticType(f, isPrimary),
 				IPAddress: a.Addr().String(),
-				Netmask:   netmask(a.Bits(), a.Addr().BitLen()),
+				Netmask:   netmask(a),
 			}
 			if gw := p.gateway(f); isPrimary && gw.IsValid() {
 				n.Routes = append(n.Routes, ndRoute{Network: unspecified(f), Netmask: unspecified(f), Gateway: gw.String()})
@@ -113,7 +111,7 @@ func ndParts(plans []nicPlan, taken func(string) bool) []ndPart {
 		}
 		for _, r := range p.routes {
 			n := &part.networks[routeTo[model.FamilyOf(r.Dest.Addr())]] // planNIC guarantees a network of the route's family
-			n.Routes = append(n.Routes, ndRoute{Network: r.Dest.Addr().String(), Netmask: netmask(r.Dest.Bits(), r.Dest.Addr().BitLen()), Gateway: routeGateway(r)})
+			n.Routes = append(n.Routes, ndRoute{Network: r.Dest.Addr().String(), Netmask: netmask(r.Dest), Gateway: routeGateway(r)})
 		}
 		if len(part.networks) == 0 {
 			// Layer2: cloud-init passes an unknown network type through as the subnet type, and a "manual"
@@ -136,15 +134,14 @@ func ndParts(plans []nicPlan, taken func(string) bool) []ndPart {
 
 // MergeNetworkDataJSON adds our links and networks to the user's network_data.json, before theirs (see
 // oursFirst). A user link that configures one of our NICs (same ethernet_mac_address, case-insensitive,
-// or same name) wins: ours for that NIC is left out. Everything of theirs is kept as it was, in their
-// order, unknown keys included: their data is handled as raw JSON values and only read, never re-typed.
+// or same name) wins: ours for that NIC is left out. Everything of theirs is kept as raw JSON values, in
+// their order, never re-typed.
 func MergeNetworkDataJSON(user []byte, ifaces []model.BoundInterface) ([]byte, error) {
 	return mergeOnce(formats[dataSourceConfigDrive], user, ifaces)
 }
 
 // networkDataJSON is the user's network_data.json, parsed: the top-level object, its three lists as raw
-// values, the MACs and names of the links the user configures, and every link and network id (lower
-// case), which ours must not take.
+// values, the MACs and names of the user's links, and every id (lower case), which ours must not take.
 type networkDataJSON struct {
 	top                       map[string]json.RawMessage
 	links, networks, services []json.RawMessage
@@ -178,9 +175,7 @@ func parseNetworkDataJSON(user []byte) (userNetwork, error) {
 			Name *string         `json:"name"`
 		}
 		if err := json.Unmarshal(raw, &l); err != nil {
-			// Not an object, or fields of unexpected types: keep it untouched; it cannot be one of our NICs by
-			// any key cloud-init would read.
-			continue
+			continue // kept untouched: cloud-init would not read it as one of our NICs either
 		}
 		if l.MAC != nil {
 			u.macs = append(u.macs, *l.MAC)
@@ -258,13 +253,11 @@ func configuredByUser(p *nicPlan, macs, names []string) bool {
 }
 
 // writeNetworkData writes network_data.json: top-level keys sorted, one list entry per line, our
-// entries indented, the user's values compacted as they came (never re-indented: indenting a value
-// nested d deep writes d levels of indentation on each of its lines, so output and memory would grow
-// with the square of the depth). lists replace the top-level keys they name; the first ours[key]
-// entries of a list are ours (they come before the user's: oursFirst), the rest the user's. It is not
-// json.Encoder (the one way to write without HTML escaping, see marshalJSON): that grows a buffer of
-// its own by doubling and copies it out, three times the output allocated, where this fills one buffer
-// sized in advance (TestMergeNetworkDataJSON_LargestLegalInput_BoundedAllocation, under -race).
+// entries indented, the user's values compacted as they came (indenting a value nested d deep would grow
+// output and memory with the square of d). lists replace the top-level keys they name; the first
+// ours[key] entries of a list are ours. It is not json.Encoder (see marshalJSON), which allocates three
+// times the output, where this fills one buffer sized in advance
+// (TestMergeNetworkDataJSON_LargestLegalInput_BoundedAllocation).
 func writeNetworkData(top map[string]json.RawMessage, lists map[string][]json.RawMessage, ours map[string]int) ([]byte, error) {
 	keys := make([]string, 0, len(top)+len(lists))
 	size := 16

@@ -40,8 +40,7 @@ type Plans struct {
 	plans      []nicPlan
 }
 
-// UserNetwork is the user's networkData of one CloudInitData, parsed once per call; parsed is nil when
-// the user gave none.
+// UserNetwork is the user's networkData, parsed once per call; parsed is nil when there is none.
 type UserNetwork struct {
 	parsed userNetwork
 }
@@ -71,8 +70,7 @@ func (u *UserNetwork) write(f format, ours []nicPlan) ([]byte, error) {
 	return u.parsed.merge(ours)
 }
 
-// parseUser parses user in format f, or gives an empty UserNetwork when it is blank (whitespace alone
-// configures nothing, as in WithPodNIC).
+// parseUser parses user in format f; blank configures nothing (as in WithPodNIC).
 func parseUser(f format, user []byte) (*UserNetwork, error) {
 	if len(bytes.TrimSpace(user)) == 0 {
 		return &UserNetwork{}, nil

@@ -21,8 +21,7 @@ const (
 	// MaxYAMLAliases bounds the aliases (*name) in a YAML document.
 	MaxYAMLAliases = 1000
 	// MaxMergeExpansion bounds the mappings that YAML merge keys ("<<") make the merge visit, summed
-	// over the whole document: merge keys can refer to mappings that merge others, so the work is not
-	// bounded by the node count alone.
+	// over the whole document (merges of merges are not bounded by the node count).
 	MaxMergeExpansion = 100000
 )
 
@@ -35,8 +34,7 @@ func sizeLimit(n int) error {
 }
 
 // checkJSONLimits scans a JSON document once, without building anything, and rejects it when it is
-// larger, deeper or has more values than the limits. It does not validate: json.Unmarshal does that
-// afterwards, on input known to be bounded.
+// larger, deeper or has more values than the limits. json.Unmarshal validates it afterwards.
 func checkJSONLimits(data []byte) error {
 	if err := sizeLimit(len(data)); err != nil {
 		return err
@@ -88,13 +86,12 @@ func checkJSONLimits(data []byte) error {
 // nodes before checkYAMLTree counts them exactly. Real documents have 1.2-1.6 tokens per node.
 const maxYAMLTokens = 2 * MaxNodes
 
-// checkYAMLSize rejects, before the YAML parser runs, a document whose size or token count could make
-// the node tree large: yaml.v3 builds every node of a document before returning any, and its encoder
-// keeps every event of the document (emitterc.go yaml_emitter_emit). The count is an upper bound that
-// needs no parsing: words (runs of non-blank bytes, split at flow indicators), flow indicators, and
-// block indicators ("- ", ": ", "? ") once more for the empty value that may follow them. Words in
-// comments and quoted or block scalars count too: skipping them would need the parser's own idea of
-// where a quoted scalar ends, and a scanner that guessed wrong could skip a line full of nodes.
+// checkYAMLSize rejects, before the YAML parser runs (yaml.v3 builds every node of a document before
+// returning any), a document whose size or token count could make the node tree large. The count is an
+// upper bound that needs no parsing: words (runs of non-blank bytes, split at flow indicators), flow
+// indicators, and block indicators ("- ", ": ", "? ") once more for the empty value that may follow
+// them. Words in comments and quoted scalars count too: a scanner that guessed where those end wrong
+// could skip a line full of nodes.
 func checkYAMLSize(data []byte) error {
 	if err := sizeLimit(len(data)); err != nil {
 		return err
@@ -133,8 +130,7 @@ func countYAMLTokens(data []byte, limit int) (tokens, at int) {
 
 func isYAMLBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
-// decodeYAMLWithinLimits is decodeYAML between the checks of the limits: checkYAMLSize before the
-// parser runs, checkYAMLTree on what it built.
+// decodeYAMLWithinLimits is decodeYAML between checkYAMLSize and checkYAMLTree.
 func decodeYAMLWithinLimits(data []byte) (*yaml.Node, error) {
 	if err := checkYAMLSize(data); err != nil {
 		return nil, err

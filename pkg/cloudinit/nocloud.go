@@ -11,8 +11,8 @@ import (
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 )
 
-// RenderNetworkConfigV1 renders NoCloud network-config version 1 for ifaces, as JSON (which is YAML). v1 is our default: its
-// per-subnet gateway and routes render dual-stack correctly with every cloud-init 22.4.2 renderer.
+// RenderNetworkConfigV1 renders NoCloud network-config version 1 for ifaces, as JSON (which is YAML). v1 is
+// our default: its per-subnet gateway and routes render dual-stack correctly with every 22.4.2 renderer.
 func RenderNetworkConfigV1(ifaces []model.BoundInterface) ([]byte, error) {
 	plans, err := planNICs(ifaces)
 	if err != nil {
@@ -82,10 +82,9 @@ func addrStrings(as []netip.Addr) []string {
 	return out
 }
 
-// v1PhysicalOf is one v1 "physical" entry. name plus mac_address makes cloud-init rename the NIC to name
-// (apply_network_config_names). Gateways and routes go on the first subnet of their own family and DNS on
-// the first subnet: the network-manager renderer files routes under the subnet's family
-// (network_manager.py render_interface).
+// v1PhysicalOf is one v1 "physical" entry (name plus mac_address makes cloud-init rename the NIC). Gateways
+// and routes go on the first subnet of their own family, as network-manager files routes under the
+// subnet's family (network_manager.py render_interface); DNS on the first subnet.
 func v1PhysicalOf(p *nicPlan) v1Physical {
 	phy := v1Physical{Type: "physical", Name: p.name, MACAddress: p.mac.String(), MTU: p.mtu}
 	firstOf := map[model.Family]int{} // index in phy.Subnets
@@ -109,9 +108,8 @@ func v1PhysicalOf(p *nicPlan) v1Physical {
 		phy.Subnets = append(phy.Subnets, s)
 	}
 	if len(phy.Subnets) == 0 {
-		// No addresses (layer2): a "manual" subnet makes the eni renderer mark the NIC "auto" so ifupdown
-		// brings the link up; without any subnet it writes no "auto" line. networkd, sysconfig and
-		// network-manager render it as they render a NIC without subnets.
+		// No addresses (layer2): a "manual" subnet makes the eni renderer mark the NIC "auto", so ifupdown
+		// brings the link up; the other renderers render it as a NIC without subnets.
 		phy.Subnets = []v1Subnet{{Type: "manual"}}
 		return phy
 	}
@@ -145,8 +143,17 @@ func v2EthernetOf(p *nicPlan) (v2Ethernet, error) {
 			if rf != first {
 				return e, fmt.Errorf("cloud-init v2 config for interface %q: IPv%d routes on a NIC whose first subnet is IPv%d DHCP cannot be rendered correctly by cloud-init 22.4.2 from v2 (use network-config v1)", p.iface, rf, first)
 			}
-		default:
-			addresses = append(p.staticOf(rf), p.staticOf(otherFamily(rf))...)
+		default: // the routes' family first
+			var other []netip.Prefix
+			addresses = nil
+			for _, a := range p.static {
+				if model.FamilyOf(a.Addr()) == rf {
+					addresses = append(addresses, a)
+				} else {
+					other = append(other, a)
+				}
+			}
+			addresses = append(addresses, other...)
 		}
 	}
 	for _, a := range addresses {
@@ -167,18 +174,10 @@ func v2EthernetOf(p *nicPlan) (v2Ethernet, error) {
 	return e, nil
 }
 
-func otherFamily(f model.Family) model.Family {
-	if f == model.IPv4 {
-		return model.IPv6
-	}
-	return model.IPv4
-}
-
-// MergeNoCloud merges our config for ifaces into the user's NoCloud network-config. It keeps the user's
-// version (v1 or v2: cloud-init reads one version per document) and their optional top-level "network:"
-// wrapper (stages.py _remove_top_level_network_key); with no user data it renders v1. A user entry that
-// configures one of our NICs (same MAC, case-insensitive, or same name) wins and ours for that NIC is left
-// out; everything of theirs is re-emitted from the parsed document, unknown keys and comments included.
+// MergeNoCloud merges our config for ifaces into the user's NoCloud network-config, in the user's version
+// (cloud-init reads one per document), under their "network:" wrapper if any; with no user data it renders
+// v1. A user entry that configures one of our NICs (same MAC, case-insensitive, or same name) wins; all of
+// theirs is re-emitted from the parsed document, unknown keys and comments included.
 func MergeNoCloud(user []byte, ifaces []model.BoundInterface) ([]byte, error) {
 	return mergeOnce(formats[dataSourceNoCloud], user, ifaces)
 }
@@ -192,8 +191,8 @@ func renderV1(plans []nicPlan) ([]byte, error) {
 	return marshalJSON(c, true)
 }
 
-// noCloudUser is the user's NoCloud network-config, parsed: the document (re-emitted after the merge),
-// the node our entries go into, and the MACs and names of the NICs the user configures.
+// noCloudUser is the user's NoCloud network-config, parsed: the document, the node our entries go into,
+// and the MACs and names of the NICs the user configures.
 type noCloudUser struct {
 	doc, into   *yaml.Node
 	version     noCloudVersion
@@ -202,7 +201,7 @@ type noCloudUser struct {
 }
 
 // noCloudVersion is what one network-config version means for the merge: where the user's NICs are
-// listed (the node ours go into, and the MACs and names theirs configure), and how one of ours is added.
+// listed, and how one of ours is added.
 type noCloudVersion struct {
 	userNICs func(body *yaml.Node, mb *mergeBudget) (into *yaml.Node, macs, names []string, err error)
 	add      func(into *yaml.Node, p *nicPlan) error
@@ -214,8 +213,8 @@ var noCloudVersions = map[string]noCloudVersion{
 	"2": {userNICs: v2UserNICs, add: v2Add},
 }
 
-// parseNoCloud parses the user's network-config (not blank) within the limits and finds the NICs it
-// configures; nil, nil when it configures nothing (only comments, or null). Errors name the source.
+// parseNoCloud parses the user's network-config (not blank) within the limits; nil, nil when it
+// configures nothing (only comments, or null).
 func parseNoCloud(user []byte) (userNetwork, error) {
 	doc, err := decodeYAMLWithinLimits(user)
 	if err != nil {
@@ -278,13 +277,13 @@ func (u *noCloudUser) merge(ours []nicPlan) ([]byte, error) {
 	return out, nil
 }
 
-// collection returns the list or mapping under key in mapping m, creating it (or replacing a null) when absent.
+// collection returns the list or mapping under key in mapping m, made when absent or null.
 func collection(m *yaml.Node, key string, kind yaml.Kind, tag string, mb *mergeBudget) (*yaml.Node, error) {
 	n := resolve(mb.lookup(m, key))
 	switch {
 	case n == nil:
 		n = &yaml.Node{Kind: kind, Tag: tag}
-		set(m, key, n)
+		m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, n) // our key: plain
 	case n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null":
 		n.Kind, n.Tag, n.Value, n.Style = kind, tag, "", 0
 	case n.Kind != kind:
@@ -293,8 +292,7 @@ func collection(m *yaml.Node, key string, kind yaml.Kind, tag string, mb *mergeB
 	return n, nil
 }
 
-// v1UserNICs finds, in a v1 body, the "config" list (made when absent) and the MACs and names its
-// entries configure.
+// v1UserNICs finds, in a v1 body, the "config" list and the MACs and names its entries configure.
 func v1UserNICs(body *yaml.Node, mb *mergeBudget) (config *yaml.Node, macs, names []string, err error) {
 	if config, err = collection(body, "config", yaml.SequenceNode, "!!seq", mb); err != nil {
 		return nil, nil, nil, err

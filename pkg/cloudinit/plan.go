@@ -31,17 +31,6 @@ type nicPlan struct {
 	search      []string
 }
 
-// staticOf returns the static addresses of one family, in order.
-func (p *nicPlan) staticOf(f model.Family) []netip.Prefix {
-	var out []netip.Prefix
-	for _, a := range p.static {
-		if model.FamilyOf(a.Addr()) == f {
-			out = append(out, a)
-		}
-	}
-	return out
-}
-
 func (p *nicPlan) gateway(f model.Family) netip.Addr {
 	if f == model.IPv4 {
 		return p.gateway4
@@ -55,13 +44,10 @@ func (p *nicPlan) hasFamily(f model.Family) bool {
 		slices.ContainsFunc(p.static, func(a netip.Prefix) bool { return model.FamilyOf(a.Addr()) == f })
 }
 
-// Guest interface names: Linux allows 15 bytes (IFNAMSIZ-1). We keep the VMI interface name when it is
-// short and made of safe characters, so the guest NIC is recognisable; otherwise, or when it looks like a
-// name the kernel or udev hands out (eth0, ens3, enp1s0, ...), which a rename could collide with, or one
-// the kernel refuses ("default" and "all" name the sysctl directories net.ipv4.conf.{all,default}:
-// `ip link set X name default` fails with EINVAL), the name is "vf" + 11 hex digits of
-// sha256(VMI interface name): stable across restarts and migrations. The checks are written by hand,
-// not as regexps: guestName runs for every NIC of every PreCloudInitIso call.
+// guestName keeps the VMI interface name when it is a safe Linux name (15 bytes), so the guest NIC is
+// recognisable, unless it looks like a name the kernel or udev hands out (a rename could collide with it)
+// or one the kernel refuses ("default" and "all" name sysctl directories: EINVAL). Otherwise the name is
+// "vf" + 11 hex digits of sha256(VMI interface name): stable across restarts and migrations.
 func guestName(vmiIface string) string {
 	if isSafeIfname(vmiIface) && !looksKernelAssigned(vmiIface) && !strings.HasPrefix(vmiIface, "vf") {
 		return vmiIface
@@ -111,8 +97,7 @@ func looksKernelAssigned(s string) bool {
 	return slices.Contains([]string{"lo", "all", "default"}, s)
 }
 
-// checkAddr is the cloud-init renderers' own precondition on an address the model gives them: the
-// model has applied netval.CheckUnicast, and this only keeps forms no renderer can write out of the files.
+// checkAddr keeps forms no renderer can write out of the files (the model has applied netval.CheckUnicast).
 func checkAddr(a netip.Addr) error {
 	switch {
 	case !a.IsValid():
@@ -149,8 +134,7 @@ func planNICs(ifaces []model.BoundInterface) ([]nicPlan, error) {
 	return plans, nil
 }
 
-// planNIC validates one interface and reduces it to a plan, step by step; each step reads the interface
-// and what the steps before it planned.
+// planNIC validates one interface and reduces it to a plan, step by step.
 func planNIC(b *model.BoundInterface) (nicPlan, error) {
 	p := nicPlan{iface: b.Name, name: guestNameOf(b), mac: b.MAC, mtu: b.MTU}
 	if b.MAC.IsZero() {
@@ -216,12 +200,10 @@ func (p *nicPlan) planGateways(gateways []netip.Addr) error {
 // hang the default route on.
 func (p *nicPlan) planAddressing(b *model.BoundInterface, present map[model.Family]bool) error {
 	if b.DHCP {
-		// pod-networks ipam_mode "dhcp" (OKEP-6224, ovn-kubernetes #6666) is IPv4 only: the guest runs
-		// DHCPv4 on the NIC, and the DHCP server supplies its IPv4 address, default route and DNS (the IPv4
-		// addresses the model knows are the lease ovnkube-node discovered: they go to the interface cache,
-		// not into the guest). An IPv6 address the model knows is configured statically as given, with its
-		// gateway, like a static NIC's. The pod NIC (model.FindPodNIC) has no addresses: DHCPv4 only, as
-		// cloud-init's fallback.
+		// pod-networks ipam_mode "dhcp" (OKEP-6224) is IPv4 only: the DHCP server supplies the IPv4
+		// address, default route and DNS (the IPv4 addresses the model knows are the lease, for the
+		// interface cache). An IPv6 address is configured statically, as on a static NIC. The pod NIC
+		// (model.FindPodNIC) has no addresses: DHCPv4 only, as cloud-init's fallback.
 		p.dhcp4, p.gateway4 = true, netip.Addr{}
 		for _, a := range b.Addresses {
 			if model.FamilyOf(a.Addr()) == model.IPv6 {
@@ -276,9 +258,8 @@ func (p *nicPlan) planRoutes(routes []model.Route) error {
 	return nil
 }
 
-// planDNS takes nameservers and search domains for a NIC with static addresses: DNS is per subnet in
-// cloud-init; DHCP NICs take it from the DHCP server (a static IPv6 beside DHCPv4 included: the server's
-// answer would otherwise be overridden where DNS is per adapter, as on Windows), and a NIC without
+// planDNS takes nameservers and search domains for a NIC with static addresses only: DHCP NICs take DNS
+// from the server (where DNS is per adapter, as on Windows, ours would override it), and a NIC without
 // addresses has no subnet to carry it.
 func (p *nicPlan) planDNS(dns model.DNS) error {
 	if len(p.static) == 0 || p.dhcp4 {
@@ -300,8 +281,7 @@ func (p *nicPlan) planDNS(dns model.DNS) error {
 	}
 	seenDomain := map[string]bool{}
 	for _, d := range domains {
-		// The DNS-name rule keeps separators out of the files cloud-init renders (resolv.conf, ifcfg,
-		// .network) even though our YAML/JSON quoting is safe.
+		// Keeps separators out of the files cloud-init renders (resolv.conf, ifcfg, .network).
 		if !netval.ValidDNSName(d) {
 			return fmt.Errorf("DNS search domain %q is not a valid domain name", d)
 		}

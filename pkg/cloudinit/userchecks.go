@@ -15,24 +15,20 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 )
 
-// Checks on the user's data before our parts join it: what is already ours, what the user
-// overrides, and what reached us mangled.
-
 // Warning codes ApplyOptions.Warn receives.
 const (
 	// WarnUserDropInWins: the user's write_files writes configDriveDropInPath; theirs is kept, ours left out.
 	WarnUserDropInWins = "user-drop-in-wins"
-	// WarnUserDataReplacementChars: the user data holds U+FFFD, which is what KubeVirt's JSON encoding
-	// makes of bytes that are not UTF-8 (Latin-1 text, binary): the original bytes are lost before us.
+	// WarnUserDataReplacementChars: the user data holds U+FFFD (checkUserDataEncoding).
 	WarnUserDataReplacementChars = "user-data-not-utf8"
 )
 
 // ourMessagePrefix starts every MIME message composeUserData writes.
 const ourMessagePrefix = "Content-Type: multipart/mixed; boundary=\"==sriov-udn-binding-"
 
-// carriesOurPart reports whether userData is what composeUserData returns already: exactly one of our
-// lone cloud-configs, or a MIME message of ours (our first header line, our boundary) with a part whose
-// headers name one of our files. A user's text that merely mentions a file name is not ours.
+// carriesOurPart reports whether userData is what composeUserData returns already: one of our lone
+// cloud-configs, or a MIME message of ours with a part whose headers name one of our files (a user's text
+// that merely mentions a file name is not ours).
 func carriesOurPart(userData string) bool {
 	if userData == networkEveryBootNoCloud || userData == networkEveryBootConfigDrive {
 		return true
@@ -45,8 +41,7 @@ func carriesOurPart(userData string) bool {
 	if strings.ContainsAny(boundary, "\"\r") {
 		return false
 	}
-	// The boundary occurs nowhere in the user's data (mimeBoundary), so every delimiter line is ours and
-	// so is the header block after it.
+	// The boundary occurs nowhere in the user's data (mimeBoundary): every delimiter line is ours.
 	for _, part := range strings.Split(userData, "\n--"+boundary+"\n")[1:] {
 		headers, _, _ := strings.Cut(part, "\n\n")
 		for _, name := range []string{networkEveryBootFile, WindowsNetworkScriptFilename} {
@@ -58,9 +53,8 @@ func carriesOurPart(userData string) bool {
 	return false
 }
 
-// userWritesDropIn reports whether a cloud-config of the user's (the whole user data, or a text/cloud-config
-// part of their MIME message) has a write_files entry for configDriveDropInPath: cloud-init would write
-// both entries, the later one last, so ours would silently replace theirs.
+// userWritesDropIn reports whether a cloud-config of the user's has a write_files entry for
+// configDriveDropInPath: cloud-init would write both, ours last, silently replacing theirs.
 func userWritesDropIn(userData string) bool {
 	if !isMIME(userData) && !strings.Contains(userData, path.Base(configDriveDropInPath)) {
 		return false // cheap: the entry's path names the file (YAML escapes aside); a MIME part may be base64
@@ -141,8 +135,7 @@ func cloudConfigParts(contentType string, body io.Reader, depth int) []string {
 }
 
 // writesPath reports whether cloud-config cc has a write_files entry whose path is p. A document past
-// the networkData limits, or one that does not parse, writes nothing as far as we can tell (cloud-init
-// would not read it either).
+// the limits, or one that does not parse, writes nothing as far as we can tell.
 func writesPath(cc, p string) bool {
 	doc, err := decodeYAMLWithinLimits([]byte(cc))
 	if err != nil || doc == nil {
@@ -167,9 +160,8 @@ func writesPath(cc, p string) bool {
 const gzipMangledPrefix = "\x1f\uFFFD"
 
 // checkUserDataEncoding refuses gzip-compressed user data, whose bytes KubeVirt's JSON encoding destroyed
-// (cloud-init would ignore what is left: the VM would boot without the user's config, silently), and
-// describes any other U+FFFD as a warning: it may be the user's own character, or a byte of Latin-1 text
-// KubeVirt replaced; either way the data goes on as received.
+// (the VM would boot without the user's config, silently), and describes any other U+FFFD as a warning:
+// the user's own character, or a byte that is not UTF-8 that KubeVirt replaced.
 func checkUserDataEncoding(userData string) (warning string, err error) {
 	if strings.HasPrefix(userData, gzipMangledPrefix) {
 		return "", fmt.Errorf("user data is gzip-compressed (it starts with gzip's magic, its second byte already " +

@@ -37,8 +37,8 @@ const networkEveryBootNoCloudMerge = "dict(no_replace,recurse_dict)+list()+str()
 // configDriveDropInPath is where write_files puts it.
 const configDriveDropInPath = "/etc/systemd/system/cloud-init-local.service.d/50-sriov-udn-binding.conf"
 
-// networkEveryBootConfigDrive is the cloud-config we add for ConfigDrive (write_files runs once, at the
-// first boot, in the init stage: the drop-in acts from the second boot on).
+// networkEveryBootConfigDrive is the cloud-config we add for ConfigDrive (the drop-in acts from the
+// second boot on).
 const networkEveryBootConfigDrive = "#cloud-config\n" +
 	"# " + networkEveryBootFile + ": apply the config drive's network config at every boot, so a restarted VM gets its new pod's addresses\n" +
 	"write_files:\n" +
@@ -124,10 +124,8 @@ func composeUserData(userData, dataSource, windowsScript string) string {
 	return b.String()
 }
 
-// writeTextPart writes one part's headers and body, the body byte for byte: as it was when it is plain
-// ASCII (the line break before the next boundary belongs to the boundary, RFC 2046 5.1.1), else base64
-// (Python's email package decodes a non-ASCII 7bit/8bit payload with raw-unicode-escape, email/message.py
-// get_payload, which cloud-init would then read as mojibake).
+// writeTextPart writes one part's headers and body, byte for byte: as it is when plain ASCII, else base64
+// (Python's email package would decode a non-ASCII 7bit payload with raw-unicode-escape: mojibake).
 func writeTextPart(b *strings.Builder, contentType, filename, body string) {
 	plain := plainASCII(body)
 	encoding := "base64"
@@ -199,10 +197,9 @@ func firstBytes(s string, n int) string {
 	return s
 }
 
-// plainASCII reports whether s can travel as a 7bit MIME part unchanged and cheaply: ASCII, no carriage
-// returns (Python's parser treats a lone CR as a line end), and no control byte but tab and newline:
-// encoding/json writes each as a 6-byte \u00XX, so 1 MiB of them would make an answer of 6 MiB, past the
-// 4 MiB virt-launcher receives; base64 makes it 1.33 MiB.
+// plainASCII reports whether s can travel as a 7bit MIME part unchanged and cheaply: ASCII, no CR
+// (Python's parser treats a lone CR as a line end), and no control byte but tab and newline (each a
+// 6-byte \u00XX in JSON: 1 MiB of them would pass the 4 MiB answer virt-launcher receives).
 func plainASCII(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c >= 0x80 || (c < 0x20 && c != '\t' && c != '\n') {
@@ -212,15 +209,13 @@ func plainASCII(s string) bool {
 	return true
 }
 
-// isMIME is cloud-init's own test (user_data.py convert_string), after its gzip step. Gzip-compressed user
-// data does reach us, but mangled: KubeVirt's JSON encoding replaced its bytes with U+FFFD, and
-// checkUserDataEncoding refuses it before this is asked.
+// isMIME is cloud-init's own test (user_data.py convert_string), after its gzip step (gzip reaches us
+// mangled: checkUserDataEncoding refuses it).
 func isMIME(userData string) bool {
 	return strings.Contains(strings.ToLower(firstBytes(userData, 4096)), "mime-version:")
 }
 
-// mimeBoundary is a boundary that does not occur in userData: a hash of it, lengthened in the
-// (astronomically unlikely) case that it does.
+// mimeBoundary is a boundary that does not occur in userData: a hash of it, lengthened if it does.
 func mimeBoundary(userData string) string {
 	sum := sha256.Sum256([]byte(userData))
 	boundary := "==sriov-udn-binding-" + hex.EncodeToString(sum[:8]) + "=="

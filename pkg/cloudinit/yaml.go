@@ -10,15 +10,14 @@ import (
 )
 
 // What we render alone is JSON (marshalJSON): YAML that PyYAML reads with every string quoted, and far
-// cheaper than go.yaml.in/yaml/v3's emitter, which keeps every event of a document in memory. Merging
-// into the user's YAML goes through yaml.Node, because the user's document must come out as PyYAML (YAML
-// 1.1) read it: their keys, order, comments, anchors, and each scalar's style and tag (re-typed under
-// YAML 1.2, as a decode into Go values would, "dhcp4: yes" would change meaning), and every key we do not
-// model. Our entries join that tree as nodes the yaml library builds from the same structs (yamlNode).
+// cheaper than yaml.v3's emitter, which keeps every event of a document in memory. Merging into the
+// user's YAML goes through yaml.Node, so that their document comes out as PyYAML (YAML 1.1) read it: keys,
+// order, comments, anchors, each scalar's style and tag (decoded into Go values under YAML 1.2,
+// "dhcp4: yes" would change meaning), and every key we do not model.
 
 // yamlNode is v as a node tree for the user's document, every string double-quoted: the yaml library
-// writes plain what its own resolver reads as a string, and PyYAML's YAML 1.1 resolver is another (a plain
-// 52:54:00:12:34:56 is a base-60 integer to it), so no string of ours is left to either's guess.
+// writes plain what its YAML 1.2 resolver reads as a string, and to PyYAML a plain 52:54:00:12:34:56 is
+// a base-60 integer.
 func yamlNode(v any) (*yaml.Node, error) {
 	var n yaml.Node
 	if err := n.Encode(v); err != nil {
@@ -51,14 +50,8 @@ func quoted(s string) *yaml.Node {
 	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s, Style: yaml.DoubleQuotedStyle}
 }
 
-// set appends key: value to mapping m (keys we generate are fixed identifiers, emitted plain).
-func set(m *yaml.Node, key string, value *yaml.Node) {
-	m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, value)
-}
-
-// encodeYAML emits a document with 2-space indentation. The yaml library reports most failures by
-// panicking internally and recovering its own panics only; anything else is turned into an error here
-// so that hostile input can never crash the sidecar (restartPolicy Never).
+// encodeYAML emits a document with 2-space indentation. A panic the yaml library does not recover itself
+// becomes an error: hostile input must never crash the sidecar (restartPolicy Never).
 func encodeYAML(root *yaml.Node) (out []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -130,10 +123,9 @@ func resolve(n *yaml.Node) *yaml.Node {
 }
 
 // mergeBudget looks keys up in the mappings of one document, following aliases and YAML merge keys
-// ("<<") the way PyYAML does (an explicit key wins over merged ones). Merge keys can refer to mappings
-// that merge others, so left bounds the merged mappings all lookups of the document visit together
-// (MaxMergeExpansion), and each lookup visits a mapping once: hostile input cannot make the work
-// exponential, nor quadratic in the length of a chain of merges.
+// ("<<") as PyYAML does (an explicit key wins over merged ones). left bounds the merged mappings all
+// lookups of the document visit (MaxMergeExpansion), and a lookup visits a mapping once: merges of
+// merges cannot make the work exponential, nor a chain of them quadratic.
 type mergeBudget struct{ left int }
 
 func newMergeBudget() *mergeBudget { return &mergeBudget{left: MaxMergeExpansion} }
