@@ -86,24 +86,11 @@ func checkJSONLimits(data []byte) error {
 // nodes before checkYAMLTree counts them exactly. Real documents have 1.2-1.6 tokens per node.
 const maxYAMLTokens = 2 * MaxNodes
 
-// checkYAMLSize rejects, before the YAML parser runs (yaml.v3 builds every node of a document before
-// returning any), a document whose size or token count could make the node tree large. The count is an
-// upper bound that needs no parsing: words (runs of non-blank bytes, split at flow indicators), flow
-// indicators, and block indicators ("- ", ": ", "? ") once more for the empty value that may follow
-// them. Words in comments and quoted scalars count too: a scanner that guessed where those end wrong
-// could skip a line full of nodes.
-func checkYAMLSize(data []byte) error {
-	if err := sizeLimit(len(data)); err != nil {
-		return err
-	}
-	if tokens, at := countYAMLTokens(data, maxYAMLTokens); tokens > maxYAMLTokens {
-		return fmt.Errorf("more than %d YAML tokens (words, including those of comments and quoted text, and indicators; limit: %d nodes) at byte %d", maxYAMLTokens, MaxNodes, at)
-	}
-	return nil
-}
-
-// countYAMLTokens counts data's tokens (see checkYAMLSize), stopping at the byte where the count
-// passes limit. Every node yaml.v3 builds is paid for by at most two of them (FuzzCountYAMLTokens).
+// countYAMLTokens counts data's tokens, stopping at the byte where the count passes limit: words (runs of
+// non-blank bytes, split at flow indicators), flow indicators, and block indicators ("- ", ": ", "? ")
+// once more for the empty value that may follow them. Words in comments and quoted scalars count too: a
+// scanner that guessed where those end wrong could skip a line full of nodes. Every node yaml.v3 builds
+// is paid for by at most two tokens (FuzzCountYAMLTokens).
 func countYAMLTokens(data []byte, limit int) (tokens, at int) {
 	prevBlank := true // at the start of a line or after a blank
 	for i, c := range data {
@@ -130,10 +117,14 @@ func countYAMLTokens(data []byte, limit int) (tokens, at int) {
 
 func isYAMLBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
-// decodeYAMLWithinLimits is decodeYAML between checkYAMLSize and checkYAMLTree.
+// decodeYAMLWithinLimits is decodeYAML within the limits: size and token count before the parser runs
+// (yaml.v3 builds every node of a document before returning any), checkYAMLTree after.
 func decodeYAMLWithinLimits(data []byte) (*yaml.Node, error) {
-	if err := checkYAMLSize(data); err != nil {
+	if err := sizeLimit(len(data)); err != nil {
 		return nil, err
+	}
+	if tokens, at := countYAMLTokens(data, maxYAMLTokens); tokens > maxYAMLTokens {
+		return nil, fmt.Errorf("more than %d YAML tokens (words, including those of comments and quoted text, and indicators; limit: %d nodes) at byte %d", maxYAMLTokens, MaxNodes, at)
 	}
 	doc, err := decodeYAML(data)
 	if err != nil || doc == nil {

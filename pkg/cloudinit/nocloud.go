@@ -14,11 +14,7 @@ import (
 // RenderNetworkConfigV1 renders NoCloud network-config version 1 for ifaces, as JSON (which is YAML). v1 is
 // our default: its per-subnet gateway and routes render dual-stack correctly with every 22.4.2 renderer.
 func RenderNetworkConfigV1(ifaces []model.BoundInterface) ([]byte, error) {
-	plans, err := planNICs(ifaces)
-	if err != nil {
-		return nil, err
-	}
-	return renderV1(plans)
+	return mergeOnce(formats[dataSourceNoCloud], nil, ifaces)
 }
 
 // NoCloud network-config as we write it (cloud-init's "Networking Config Version 1" and "Version 2"

@@ -54,15 +54,7 @@ const networkEveryBootConfigDrive = "#cloud-config\n" +
 // through recurse_list) and replaces nothing of theirs.
 const networkEveryBootConfigDriveMerge = "dict(no_replace,recurse_list)+list(append)+str()"
 
-// everyBootPart returns our part's cloud-config and Merge-Type for a datasource.
-func everyBootPart(dataSource string) (config, mergeType string) {
-	if dataSource == dataSourceConfigDrive {
-		return networkEveryBootConfigDrive, networkEveryBootConfigDriveMerge
-	}
-	return networkEveryBootNoCloud, networkEveryBootNoCloudMerge
-}
-
-// composeUserData returns userData with our cloud-config part (everyBootPart) or, for a Windows guest,
+// composeUserData returns userData with our cloud-config part (networkEveryBoot*) or, for a Windows guest,
 // the cloudbase-init script part (windows.go) instead, as a MIME multipart that both cloud-init and
 // cloudbase-init read part by part:
 //   - blank user data, with no script: our cloud-config alone, no MIME;
@@ -77,7 +69,10 @@ func everyBootPart(dataSource string) (config, mergeType string) {
 // cloudbase-init tests (plugins/common/userdata.py). User data that already carries our part
 // (carriesOurPart) is returned unchanged.
 func composeUserData(userData, dataSource, windowsScript string) string {
-	ours, mergeType := everyBootPart(dataSource)
+	ours, mergeType := networkEveryBootNoCloud, networkEveryBootNoCloudMerge
+	if dataSource == dataSourceConfigDrive {
+		ours, mergeType = networkEveryBootConfigDrive, networkEveryBootConfigDriveMerge
+	}
 	blank := strings.TrimSpace(userData) == ""
 	if blank && windowsScript == "" {
 		return ours

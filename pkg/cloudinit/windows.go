@@ -2,7 +2,6 @@ package cloudinit
 
 import (
 	"fmt"
-	"net/netip"
 	"strconv"
 	"strings"
 
@@ -103,36 +102,32 @@ func windowsNICSection(w *strings.Builder, p *nicPlan) error {
 		if primary[model.FamilyOf(a.Addr())] == j {
 			continue // applied by cloudbase-init
 		}
-		addr, err := psAddr(a.Addr())
+		addr, err := psLiteral(a.Addr().String(), isAddrByte)
 		if err != nil {
 			return err
 		}
 		cmds = append(cmds, fmt.Sprintf("Add-SriovUdnAddress $idx %s %d", addr, a.Bits()))
 	}
 	for _, r := range p.routes {
-		dest, err := psPrefix(r.Dest)
-		if err != nil {
-			return err
-		}
 		// On-link: Windows, like cloud-init, writes the unspecified address as the next hop.
-		hop, err := psLiteral(routeGateway(r), isAddrByte)
+		lits, err := psLiterals([]string{r.Dest.String(), routeGateway(r)}, isAddrByte)
 		if err != nil {
 			return err
 		}
-		cmds = append(cmds, fmt.Sprintf("Add-SriovUdnRoute $idx %s %s", dest, hop))
+		cmds = append(cmds, fmt.Sprintf("Add-SriovUdnRoute $idx %s %s", lits[0], lits[1]))
 	}
 	if p.mtu > 0 && p.hasFamily(model.IPv6) {
 		cmds = append(cmds, "Set-NetIPInterface -InterfaceIndex $idx -AddressFamily IPv6 -NlMtuBytes "+strconv.Itoa(p.mtu))
 	}
 	if len(p.nameservers) > 0 {
-		list, err := psLiterals(p.nameservers, psAddr)
+		list, err := psLiterals(addrStrings(p.nameservers), isAddrByte)
 		if err != nil {
 			return err
 		}
 		cmds = append(cmds, "Set-DnsClientServerAddress -InterfaceIndex $idx -ServerAddresses @("+strings.Join(list, ", ")+")")
 	}
 	if len(p.search) > 0 {
-		list, err := psLiterals(p.search, psDomain)
+		list, err := psLiterals(p.search, isDomainByte)
 		if err != nil {
 			return err
 		}
@@ -175,45 +170,26 @@ func isHexByte(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
-// isAddrByte admits what netip prints for an address without a zone (checkAddr refused zones).
-func isAddrByte(c byte) bool { return isHexByte(c) || c == '.' || c == ':' }
+// isAddrByte admits what netip prints for an address or prefix without a zone (checkAddr refused zones).
+func isAddrByte(c byte) bool { return isHexByte(c) || c == '.' || c == ':' || c == '/' }
 
-// psAddr writes an address as netip prints it.
-func psAddr(a netip.Addr) (string, error) {
-	if !a.IsValid() || a.Zone() != "" {
-		return "", fmt.Errorf("address %q cannot go into a script", a.String())
-	}
-	return psLiteral(a.String(), isAddrByte)
-}
-
-func psPrefix(p netip.Prefix) (string, error) {
-	if !p.IsValid() || p.Addr().Zone() != "" {
-		return "", fmt.Errorf("prefix %q cannot go into a script", p.String())
-	}
-	return psLiteral(p.String(), func(c byte) bool { return isAddrByte(c) || c == '/' })
-}
+// isDomainByte admits the characters of a search domain (planDNS checked it is a DNS name).
+func isDomainByte(c byte) bool { return isIfnameByte(c) || c == '.' }
 
 // psMAC writes a plan's MAC as Get-NetAdapter shows it ("02-00-00-AA-BB-01"): nothing to check.
 func psMAC(mac netval.MAC) string {
 	return "'" + strings.ToUpper(strings.ReplaceAll(mac.String(), ":", "-")) + "'"
 }
 
-// psLiterals renders every item with lit, failing on the first it refuses.
-func psLiterals[T any](items []T, lit func(T) (string, error)) ([]string, error) {
+// psLiterals writes every item as psLiteral does, failing on the first it refuses.
+func psLiterals(items []string, ok func(byte) bool) ([]string, error) {
 	out := make([]string, 0, len(items))
 	for _, item := range items {
-		s, err := lit(item)
+		s, err := psLiteral(item, ok)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, s)
 	}
 	return out, nil
-}
-
-func psDomain(d string) (string, error) {
-	if !netval.ValidDNSName(d) {
-		return "", fmt.Errorf("search domain %q is not a valid domain name", d)
-	}
-	return psLiteral(d, func(c byte) bool { return isIfnameByte(c) || c == '.' })
 }
