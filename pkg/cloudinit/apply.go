@@ -29,11 +29,9 @@ const minimalUserData = "#cloud-config\n"
 
 // Apply merges our config for ifaces into the CloudInitData JSON and returns the new CloudInitData JSON
 // plus the legacy v1.CloudInitNoCloudSource JSON to echo in PreCloudInitIsoResult.cloudInitNoCloudSource.
-// Every field it does not change is passed back as it came. With no ifaces the data passes through
-// (PassThrough). podNIC is the NIC cloud-init's DHCP fallback would have configured (WithPodNIC).
-//
-// Apply is the steps of one PreCloudInitIso in one call (DecodeInput, WithPodNIC, Plan,
-// ParseNetworkData, Merge), for callers that need only the result; pkg/pipeline runs the steps itself.
+// With no ifaces the data passes through (PassThrough). podNIC is the NIC cloud-init's DHCP fallback
+// would have configured (WithPodNIC). Apply is the steps of one PreCloudInitIso in one call, for callers
+// that need only the result; pkg/pipeline runs the steps itself.
 func Apply(cloudInitData []byte, ifaces []model.BoundInterface, podNIC ...model.BoundInterface) (newData []byte, noCloudSourceJSON []byte, err error) {
 	return ApplyWith(cloudInitData, ApplyOptions{}, ifaces, podNIC...)
 }
@@ -45,12 +43,6 @@ type ApplyOptions struct {
 	WindowsNetworkScript bool
 	// Warn, when set, receives each case that works but is probably not meant (code: a Warn* constant).
 	Warn func(code, message string)
-}
-
-func (o ApplyOptions) warn(code, message string) {
-	if o.Warn != nil {
-		o.Warn(code, message)
-	}
 }
 
 // ApplyWith is Apply with options.
@@ -107,16 +99,8 @@ func (f *field) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// value is what encoding/json writes back for f.
-func (f field) value() any {
-	if f.text != nil {
-		return *f.text
-	}
-	return f.raw
-}
-
-// DecodeInput decodes a CloudInitData JSON object, once, and checks its UserData and NetworkData fields.
-// A map keeps the fields of newer KubeVirt versions, which a struct of today's would drop.
+// DecodeInput decodes a CloudInitData JSON object, once, and checks its UserData and NetworkData fields
+// (a map keeps the fields of newer KubeVirt versions, which a struct of today's would drop).
 func DecodeInput(cloudInitData []byte) (*Input, error) {
 	in := &Input{raw: cloudInitData}
 	if err := json.Unmarshal(cloudInitData, &in.fields); err != nil {
@@ -145,8 +129,7 @@ func (in *Input) setText(key string, dst **string, text string) {
 	in.fields[key] = field{text: &text}
 }
 
-// PassThrough is the result when nothing is bound: the data as it came, except that an empty UserData
-// becomes "#cloud-config\n" (see minimalUserData).
+// PassThrough is the result when nothing is bound: the data as it came, an empty UserData made minimal.
 func (in *Input) PassThrough() (newData []byte, noCloudSourceJSON []byte, err error) {
 	changed := textOf(in.userData) == ""
 	if changed {
@@ -222,17 +205,21 @@ func (in *Input) Merge(opts ApplyOptions, plans *Plans, user *UserNetwork) (*Res
 			return nil, fmt.Errorf("cloudInitData: Windows network script: %w", err)
 		}
 	}
+	warn := opts.Warn
+	if warn == nil {
+		warn = func(string, string) {}
+	}
 	userText := textOf(in.userData)
 	note, err := checkUserDataEncoding(userText)
 	if err != nil {
 		return nil, fmt.Errorf("cloudInitData: field %s: %w", in.userKey, err)
 	}
 	if note != "" {
-		opts.warn(WarnUserDataReplacementChars, note)
+		warn(WarnUserDataReplacementChars, note)
 	}
 	if plans.dataSource == dataSourceConfigDrive && script == "" && userWritesDropIn(userText) {
 		// Their entry wins; ours would be written after it and replace it (write_files runs in order).
-		opts.warn(WarnUserDropInWins, fmt.Sprintf("the user data's write_files writes %s, the drop-in that makes "+
+		warn(WarnUserDropInWins, fmt.Sprintf("the user data's write_files writes %s, the drop-in that makes "+
 			"cloud-init apply the config drive's network config at every boot: the user's entry is kept and ours left out",
 			configDriveDropInPath))
 	} else if composed := composeUserData(userText, plans.dataSource, script); composed != userText {
@@ -253,7 +240,10 @@ func (in *Input) encode(changed bool) (newData []byte, noCloudSourceJSON []byte,
 	if changed {
 		obj := make(map[string]any, len(in.fields))
 		for k, f := range in.fields {
-			obj[k] = f.value()
+			obj[k] = f.raw
+			if f.text != nil {
+				obj[k] = *f.text
+			}
 		}
 		if newData, err = marshalJSON(obj, false); err != nil {
 			return nil, nil, fmt.Errorf("cloudInitData: encoding: %w", err)
@@ -286,9 +276,8 @@ func marshalJSON(v any, indent bool) ([]byte, error) {
 }
 
 // WithPodNIC returns ifaces plus the pod-network NIC (model.FindPodNIC), first, when the user gave no
-// networkData: our config then replaces cloud-init's DHCP fallback, so it must configure that NIC too, by
-// DHCP. A pod NIC without a MAC cannot be matched: that is an error naming it, rather than a guest whose
-// pod network stays down.
+// networkData: our config then replaces cloud-init's DHCP fallback, so it must configure that NIC too.
+// A pod NIC without a MAC cannot be matched: an error naming it, rather than a pod network left down.
 func WithPodNIC(ifaces []model.BoundInterface, userNetworkData string, podNIC ...model.BoundInterface) ([]model.BoundInterface, error) {
 	if len(podNIC) == 0 || len(ifaces) == 0 || strings.TrimSpace(userNetworkData) != "" {
 		return ifaces, nil
@@ -312,9 +301,9 @@ func textOf(s *string) string {
 }
 
 // stringField finds a string field as encoding/json fills a struct field (CloudInitData has no json tags:
-// its keys are the Go field names, matched case-insensitively). It returns the key to write back (the
-// canonical name when absent) and the text (nil when absent or null). Two case-variants of one key would
-// leave it to their order which one KubeVirt sees, so that is an error.
+// keys are the Go field names, matched case-insensitively), returning the key to write back (the
+// canonical name when absent) and the text (nil when absent or null). Two case-variants of one key are
+// an error: their order would decide which one KubeVirt sees.
 func stringField(fields map[string]field, name string) (key string, text *string, err error) {
 	if key, err = fieldKey(fields, name); err != nil {
 		return "", nil, err

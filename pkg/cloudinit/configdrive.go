@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
@@ -13,10 +14,9 @@ import (
 )
 
 // OpenStack network_data.json as cloud-init reads it (sources/helpers/openstack.py convert_net_json).
-// Links carry "name" (a cloud-init extension) so the guest NIC gets the same name as with NoCloud v1.
-// Default routes are routes to network "0.0.0.0"/"::" with netmask "0.0.0.0"/"::", the one IPv6
-// default-route form 22.4.2 renders as ::/0. dns_nameservers/dns_search are per-network keys cloud-init
-// copies onto the subnet (valid_keys["subnet"]); they also carry search domains, which "services" cannot.
+// Links carry "name" (a cloud-init extension), for the guest name NoCloud v1 gives too. Default routes
+// go to network "::" with netmask "::", the IPv6 form 22.4.2 renders as ::/0 (IPv4 alike). cloud-init
+// copies dns_nameservers and dns_search onto the subnet; "services" cannot carry search domains.
 type ndLink struct {
 	ID   string `json:"id"`
 	Type string `json:"type"`
@@ -133,9 +133,8 @@ func ndParts(plans []nicPlan, taken func(string) bool) []ndPart {
 }
 
 // MergeNetworkDataJSON adds our links and networks to the user's network_data.json, before theirs (see
-// oursFirst). A user link that configures one of our NICs (same ethernet_mac_address, case-insensitive,
-// or same name) wins: ours for that NIC is left out. Everything of theirs is kept as raw JSON values, in
-// their order, never re-typed.
+// oursFirst). A user link that configures one of our NICs (configuredByUser) wins. Everything of theirs
+// is kept as raw JSON values, in their order, never re-typed.
 func MergeNetworkDataJSON(user []byte, ifaces []model.BoundInterface) ([]byte, error) {
 	return mergeOnce(formats[dataSourceConfigDrive], user, ifaces)
 }
@@ -237,19 +236,11 @@ func (u *networkDataJSON) merge(ours []nicPlan) ([]byte, error) {
 	return out, nil
 }
 
-// configuredByUser reports whether a user entry with one of these MACs or names configures our NIC.
+// configuredByUser reports whether a user entry with one of these MACs (compared case-insensitively, as
+// cloud-init does) or names configures our NIC.
 func configuredByUser(p *nicPlan, macs, names []string) bool {
-	for _, m := range macs {
-		if strings.EqualFold(m, p.mac.String()) { // as cloud-init compares MACs
-			return true
-		}
-	}
-	for _, n := range names {
-		if n == p.name {
-			return true
-		}
-	}
-	return false
+	mac := p.mac.String()
+	return slices.ContainsFunc(macs, func(m string) bool { return strings.EqualFold(m, mac) }) || slices.Contains(names, p.name)
 }
 
 // writeNetworkData writes network_data.json: top-level keys sorted, one list entry per line, our

@@ -9,8 +9,7 @@ import (
 // format is what one KubeVirt DataSource makes of the network config: how the user's networkData is
 // read, how ours is written alone, and whether cloudbase-init's script (windows.go) can ride along.
 type format struct {
-	// parse reads the user's networkData (not blank) within the limits; nil, nil when it configures
-	// nothing. Errors name the source.
+	// parse reads the user's networkData (not blank) within the limits; nil, nil when it configures nothing.
 	parse func(user []byte) (userNetwork, error)
 	alone func(plans []nicPlan) ([]byte, error) // ours when the user gave no networkData
 	// windowsScript: cloudbase-init reads this DataSource (it reads ConfigDrive only).
@@ -28,8 +27,7 @@ var formats = map[string]format{
 type userNetwork interface {
 	// keys are the MACs and names of the NICs the user configures: theirs win over ours.
 	keys() (macs, names []string)
-	// merge adds ours for the NICs the user does not configure and writes the result. Called once:
-	// it may change the parsed document.
+	// merge adds ours (UserNetwork.split) and writes the result; once: it may change the document.
 	merge(plans []nicPlan) ([]byte, error)
 }
 

@@ -81,9 +81,8 @@ func checkJSONLimits(data []byte) error {
 	return nil
 }
 
-// maxYAMLTokens bounds the pre-scan's count. A node needs at least one token, except an empty value
-// after an indicator, which the indicator pays for; so the decoder builds at most about 2*maxYAMLTokens
-// nodes before checkYAMLTree counts them exactly. Real documents have 1.2-1.6 tokens per node.
+// maxYAMLTokens bounds the pre-scan's count: the decoder builds at most about 2*maxYAMLTokens nodes
+// before checkYAMLTree counts them exactly. Real documents have 1.2-1.6 tokens per node.
 const maxYAMLTokens = 2 * MaxNodes
 
 // countYAMLTokens counts data's tokens, stopping at the byte where the count passes limit: words (runs of

@@ -17,9 +17,8 @@ func RenderNetworkConfigV1(ifaces []model.BoundInterface) ([]byte, error) {
 	return mergeOnce(formats[dataSourceNoCloud], nil, ifaces)
 }
 
-// NoCloud network-config as we write it (cloud-init's "Networking Config Version 1" and "Version 2"
-// docs). The json tags write it alone (JSON is YAML that PyYAML reads with every string quoted); the yaml
-// tags build the entries merged into the user's document (yamlNode). Field order is output order.
+// NoCloud network-config as we write it (cloud-init's "Networking Config Version 1" and "Version 2" docs):
+// alone through the json tags, merged into the user's document through the yaml tags (yamlNode).
 type (
 	v1Config struct {
 		Version int          `json:"version"`
@@ -117,11 +116,10 @@ func v1PhysicalOf(p *nicPlan) v1Physical {
 	return phy
 }
 
-// v2EthernetOf is one v2 ethernets entry, keyed by the guest name. Only forms cloud-init 22.4.2 renders
-// right everywhere: gateway4/gateway6 for default routes (never "to: default" or "::/0"), no route metric.
-// 22.4.2 hangs all v2 routes and nameservers on the first subnet it derives (dhcp4, dhcp6, then addresses:
-// network_state.py _v2_to_v1_ipcfg), and network-manager files routes under that subnet's family, so the
-// addresses are ordered to put the routes' family first; routes of both families cannot be expressed.
+// v2EthernetOf is one v2 ethernets entry, in forms 22.4.2 renders right everywhere: gateway4/gateway6 for
+// default routes (never "to: default" or "::/0"), no route metric. 22.4.2 hangs all v2 routes on the first
+// subnet it derives (dhcp4, dhcp6, then addresses: network_state.py _v2_to_v1_ipcfg), and network-manager
+// files them under that subnet's family: the routes' family comes first; both families cannot be expressed.
 func v2EthernetOf(p *nicPlan) (v2Ethernet, error) {
 	e := v2Ethernet{Match: v2Match{MACAddress: p.mac.String()}, SetName: p.name, MTU: p.mtu, DHCP4: p.dhcp4, DHCP6: p.dhcp6}
 	addresses := p.static
@@ -255,18 +253,16 @@ func parseNoCloud(user []byte) (userNetwork, error) {
 func (u *noCloudUser) keys() (macs, names []string) { return u.macs, u.names }
 
 // merge adds ours and re-emits the document; once only.
-func (u *noCloudUser) merge(ours []nicPlan) ([]byte, error) {
-	var err error
+func (u *noCloudUser) merge(ours []nicPlan) (out []byte, err error) {
 	for i := 0; i < len(ours) && err == nil; i++ {
 		err = u.version.add(u.into, &ours[i])
 	}
 	if err == nil && u.mb.exceeded() {
 		err = fmt.Errorf("YAML merge keys (<<) make the merge visit more than %d mappings", MaxMergeExpansion)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("noCloud networkData: %w", err)
+	if err == nil {
+		out, err = encodeYAML(u.doc)
 	}
-	out, err := encodeYAML(u.doc)
 	if err != nil {
 		return nil, fmt.Errorf("noCloud networkData: %w", err)
 	}

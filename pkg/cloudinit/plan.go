@@ -13,8 +13,8 @@ import (
 )
 
 // nicPlan is one bound interface reduced to what every output format needs, validated once so that the
-// renderers only arrange it. Families are kept apart because cloud-init attaches gateways and routes per
-// subnet and several 22.4.2 renderers go wrong when a route sits on a subnet of the other family.
+// renderers only arrange it. Families are kept apart: several 22.4.2 renderers go wrong when a route
+// sits on a subnet of the other family.
 type nicPlan struct {
 	iface string // VMI interface name, for error messages only
 	name  string // guest interface name (see guestName)
@@ -89,12 +89,8 @@ var kernelNamePrefixes = [...]string{"eth", "en", "wl", "ww", "ib", "sl", "bond"
 // looksKernelAssigned reports whether s starts with a kernelNamePrefixes entry or is a name the kernel
 // refuses or has taken.
 func looksKernelAssigned(s string) bool {
-	for _, p := range kernelNamePrefixes {
-		if strings.HasPrefix(s, p) {
-			return true
-		}
-	}
-	return slices.Contains([]string{"lo", "all", "default"}, s)
+	return slices.ContainsFunc(kernelNamePrefixes[:], func(p string) bool { return strings.HasPrefix(s, p) }) ||
+		slices.Contains([]string{"lo", "all", "default"}, s)
 }
 
 // checkAddr keeps forms no renderer can write out of the files (the model has applied netval.CheckUnicast).

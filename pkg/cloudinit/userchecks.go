@@ -154,9 +154,8 @@ func writesPath(cc, p string) bool {
 	return false
 }
 
-// gzipMangledPrefix is what gzip's magic (0x1f 0x8b, cloud-init user_data.py convert_string decompresses
-// on it) becomes in KubeVirt's hook call: encoding/json replaces the invalid byte 0x8b with U+FFFD
-// (pkg/hooks/manager.go preCloudInitIsoDataToJSON, json.Marshal).
+// gzipMangledPrefix is what gzip's magic (0x1f 0x8b) becomes in KubeVirt's hook call, whose JSON encoding
+// replaces the invalid byte 0x8b with U+FFFD (pkg/hooks/manager.go preCloudInitIsoDataToJSON).
 const gzipMangledPrefix = "\x1f\uFFFD"
 
 // checkUserDataEncoding refuses gzip-compressed user data, whose bytes KubeVirt's JSON encoding destroyed

@@ -9,17 +9,11 @@ import (
 
 // Why the sidecar touches user data at all: KubeVirt keeps the guest's instance-id across VM restarts
 // (pkg/cloud-init/cloud-init.go), and cloud-init applies a datasource's network config only for a new
-// instance unless told otherwise (stages.py apply_network_config), so a VM restarted onto a new pod, whose
-// VF has new addresses, would keep the first boot's config. Per-instance modules must still run once, so
-// the instance-id stays.
-//
-// NoCloud: the documented way, the "updates" key with the boot event (DataSource.supported_update_events).
-//
-// ConfigDrive: the boot event crashes cloud-init 22.4.2, our floor (DataSourceConfigDrive.network_config
-// returns the UNSET sentinel string, canonical/cloud-init#1537). So a systemd drop-in makes cloud-init's
-// local stage see no previous instance-id (/var/lib/cloud/data/instance-id, stages.py previous_iid): the
-// network config is applied as for a new instance, while per-instance modules stay done (their
-// semaphores live under /var/lib/cloud/instances/<instance-id>/sem).
+// instance unless told otherwise (stages.py apply_network_config): a VM restarted onto a new pod would
+// keep the first boot's addresses. NoCloud is told with the "updates" key and the boot event. On
+// ConfigDrive that event crashes cloud-init 22.4.2 (canonical/cloud-init#1537), so a systemd drop-in
+// makes the local stage see no previous instance-id (stages.py previous_iid): the network config is
+// applied as for a new instance, while per-instance modules stay done (their semaphores stay).
 
 // networkEveryBootFile names our part; the part's own headers (carriesOurPart) make composeUserData idempotent.
 const networkEveryBootFile = "sriov-udn-binding-network-every-boot.cfg"
@@ -56,18 +50,12 @@ const networkEveryBootConfigDriveMerge = "dict(no_replace,recurse_list)+list(app
 
 // composeUserData returns userData with our cloud-config part (networkEveryBoot*) or, for a Windows guest,
 // the cloudbase-init script part (windows.go) instead, as a MIME multipart that both cloud-init and
-// cloudbase-init read part by part:
-//   - blank user data, with no script: our cloud-config alone, no MIME;
-//   - a MIME message (isMIME): nested unchanged, before ours;
-//   - anything else: one part, byte for byte, whose Content-Type (and, for a script, file name) is what
-//     its first line means to cloud-init (handlers/__init__.py INCLUSION_TYPES_MAP) and to cloudbase-init
-//     (userdataplugins/shellscript.py picks the interpreter by the file extension);
-//   - user data that has no faithful form as a part (userPartOf): returned unchanged, without ours.
-//
-// The script part comes first (cloudbase-init stops walking the parts after one that asks for a reboot),
-// our cloud-config last. The message starts with "Content-Type: multipart", the exact prefix
-// cloudbase-init tests (plugins/common/userdata.py). User data that already carries our part
-// (carriesOurPart) is returned unchanged.
+// cloudbase-init read part by part. Blank user data with no script becomes our cloud-config alone; a
+// MIME message (isMIME) is nested unchanged; anything else becomes one part, byte for byte, typed by what
+// its first line means (userPartOf); user data with no faithful form, or that carries our part already
+// (carriesOurPart), is returned unchanged. The script part comes first (cloudbase-init stops walking the
+// parts after one that asks for a reboot), our cloud-config last. The message starts with "Content-Type:
+// multipart", the exact prefix cloudbase-init tests (plugins/common/userdata.py).
 func composeUserData(userData, dataSource, windowsScript string) string {
 	ours, mergeType := networkEveryBootNoCloud, networkEveryBootNoCloudMerge
 	if dataSource == dataSourceConfigDrive {
@@ -145,9 +133,8 @@ type userPart struct {
 	filename    string
 }
 
-// userPartPrefixes map a user data's first characters (compared as cloud-init does: case-insensitive,
-// leading white space skipped) to its part, longest first. cloud-init's INCLUSION_TYPES_MAP, plus
-// cloudbase-init's script headers (its "#!" default is a shell script: ".sh").
+// userPartPrefixes map a user data's first characters (case-insensitive, leading white space skipped, as
+// cloud-init compares) to its part, longest first: INCLUSION_TYPES_MAP, and cloudbase-init's script headers.
 var userPartPrefixes = []struct{ prefix, contentType, filename string }{
 	{"#cloud-config-archive", "text/cloud-config-archive", "user-data"},
 	{"#!/usr/bin/env python", "text/x-shellscript", "user-data.py"},
@@ -164,8 +151,10 @@ var userPartPrefixes = []struct{ prefix, contentType, filename string }{
 	{"#!", "text/x-shellscript", "user-data.sh"},
 }
 
-// userPartOf says how userData travels as a part; ok is false when it has no faithful form: cloudbase-init's
-// #ps1_x86, EC2 <powershell> tags, a PEM certificate it reads from the raw user data.
+// userPartOf says how userData travels as a part: its Content-Type (and, for a script, file name) is what
+// its first line means to cloud-init (handlers/__init__.py INCLUSION_TYPES_MAP) and to cloudbase-init
+// (userdataplugins/shellscript.py picks the interpreter by the file extension). ok is false when it has
+// no faithful form: cloudbase-init's #ps1_x86, EC2 <powershell> tags, a PEM certificate it reads raw.
 func userPartOf(userData string) (userPart, bool) {
 	if isMIME(userData) {
 		return userPart{nested: true}, true

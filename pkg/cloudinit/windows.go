@@ -93,8 +93,8 @@ func windowsNetworkScript(ours []nicPlan) (string, error) {
 	return windowsScriptHeader + body.String() + windowsScriptFooter, nil
 }
 
-// windowsNICSection writes one NIC's commands, inside try/catch so that one NIC's failure leaves the
-// others configured; nothing when the NIC needs nothing beyond network_data.json.
+// windowsNICSection writes one NIC's commands, if any, inside try/catch: one NIC's failure leaves the
+// others configured.
 func windowsNICSection(w *strings.Builder, p *nicPlan) error {
 	var cmds []string
 	primary := cloudbasePrimaries(p)
@@ -139,12 +139,11 @@ func windowsNICSection(w *strings.Builder, p *nicPlan) error {
 	if len(cmds) == 0 {
 		return nil
 	}
-	mac := psMAC(p.mac)
 	name, err := psLiteral(p.name, isIfnameByte)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "try {\n    $idx = Find-SriovUdnAdapter %s\n", mac)
+	fmt.Fprintf(w, "try {\n    $idx = Find-SriovUdnAdapter %s\n", psMAC(p.mac))
 	for _, c := range cmds {
 		fmt.Fprintf(w, "    %s\n", c)
 	}

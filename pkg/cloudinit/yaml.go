@@ -86,8 +86,7 @@ func spellOutEmptyNulls(n *yaml.Node, seen map[*yaml.Node]bool) {
 	}
 }
 
-// decodeYAML parses exactly one YAML document. It returns a nil node for an empty document (only
-// whitespace or comments), and an error for a second document, which PyYAML's safe_load rejects.
+// decodeYAML parses exactly one YAML document (PyYAML's safe_load rejects a second); nil when it is empty.
 func decodeYAML(data []byte) (doc *yaml.Node, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -136,8 +135,7 @@ func (b *mergeBudget) exceeded() bool { return b.left < 0 }
 // lookup returns the value of key in mapping m; nil when absent or m is no mapping.
 func (b *mergeBudget) lookup(m *yaml.Node, key string) *yaml.Node { return b.lookupIn(m, key, nil) }
 
-// lookupIn looks key up in m and then in what m merges; visited (allocated on the first merge key)
-// keeps each mapping to one visit.
+// lookupIn looks key up in m and then in what m merges; visited keeps each mapping to one visit.
 func (b *mergeBudget) lookupIn(m *yaml.Node, key string, visited map[*yaml.Node]bool) *yaml.Node {
 	m = resolve(m)
 	if m == nil || m.Kind != yaml.MappingNode || visited[m] {
