@@ -50,6 +50,7 @@ func (u *UserNetwork) split(plans []nicPlan) (ours []nicPlan, theirs []string) {
 		return plans, nil
 	}
 	macs, names := u.parsed.keys()
+	ours = make([]nicPlan, 0, len(plans))
 	for i := range plans {
 		if configuredByUser(&plans[i], macs, names) {
 			theirs = append(theirs, plans[i].iface)
