@@ -9,8 +9,7 @@ import (
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 )
 
-// Field names of KubeVirt's cloudinit.CloudInitData (pkg/cloud-init/cloud-init.go): it has no json tags,
-// so the wire keys are the Go field names, and encoding/json matches them case-insensitively on the way in.
+// Field names of KubeVirt's cloudinit.CloudInitData (pkg/cloud-init/cloud-init.go).
 const (
 	fieldDataSource  = "DataSource"
 	fieldUserData    = "UserData"
@@ -30,37 +29,20 @@ const minimalUserData = "#cloud-config\n"
 
 // Apply merges our config for ifaces into the CloudInitData JSON and returns the new CloudInitData JSON
 // plus the legacy v1.CloudInitNoCloudSource JSON to echo in PreCloudInitIsoResult.cloudInitNoCloudSource.
-// It works on the raw JSON object so that every field it does not change (metadata, DevicesData,
-// VolumeName, fields of newer KubeVirt versions) is passed back as it came.
-// With no ifaces the data passes through unchanged, except that an empty UserData becomes
-// "#cloud-config\n": returned as is, KubeVirt would reject it and lose the metadata (see minimalUserData).
-//
-// podNIC is the NIC cloud-init's DHCP fallback would have configured (model.FindPodNIC): when
-// the user gave no networkData, our config replaces that fallback, so it is configured by DHCP here too;
-// without a MAC it cannot be matched and Apply refuses, naming the interface, rather than leave the
-// guest's pod network down.
-//
-// Apply is the steps of one PreCloudInitIso in one call (DecodeInput, WithPodNIC, Plan,
-// ParseNetworkData, Merge), for callers that need only the result; pkg/pipeline runs the steps itself.
+// With no ifaces the data passes through (PassThrough). podNIC is the NIC cloud-init's DHCP fallback
+// would have configured (WithPodNIC). Apply is the steps of one PreCloudInitIso in one call, for callers
+// that need only the result; pkg/pipeline runs the steps itself.
 func Apply(cloudInitData []byte, ifaces []model.BoundInterface, podNIC ...model.BoundInterface) (newData []byte, noCloudSourceJSON []byte, err error) {
 	return ApplyWith(cloudInitData, ApplyOptions{}, ifaces, podNIC...)
 }
 
 // ApplyOptions are what Apply does besides the network config.
 type ApplyOptions struct {
-	// WindowsNetworkScript adds, for a ConfigDrive datasource, the cloudbase-init PowerShell part that
-	// applies what network_data.json cannot carry to cloudbase-init (windows.go); the VMI opts in with
-	// WindowsNetworkScriptAnnotation.
+	// WindowsNetworkScript adds, for a ConfigDrive datasource, the cloudbase-init script (windows.go);
+	// the VMI opts in with WindowsNetworkScriptAnnotation.
 	WindowsNetworkScript bool
-	// Warn, when set, receives each case that works but is probably not meant (code: one of the Warn*
-	// constants of this package); the caller logs or shows it.
+	// Warn, when set, receives each case that works but is probably not meant (code: a Warn* constant).
 	Warn func(code, message string)
-}
-
-func (o ApplyOptions) warn(code, message string) {
-	if o.Warn != nil {
-		o.Warn(code, message)
-	}
 }
 
 // ApplyWith is Apply with options.
@@ -97,14 +79,12 @@ type Input struct {
 	// The fields' keys as they came (canonical when absent) and their text (nil when absent or null).
 	userKey, networkKey   string
 	userData, networkData *string
-	// userNetwork is the user's NetworkData; Merge replaces networkData with ours.
-	userNetwork string
+	userNetwork           string // the user's NetworkData; Merge replaces networkData with ours
 }
 
-// field is one member of CloudInitData. A JSON string is decoded once, to its text: UserData and
-// NetworkData are needed as text, and the text of a 1 MiB Secret is a sixth of the up to 6 MiB of \u00XX
-// escapes it arrives as, so no escaped copy is kept. Anything else (the metadata, DevicesData, fields of
-// newer KubeVirt versions) is kept as it came and passed back unchanged.
+// field is one member of CloudInitData. A JSON string is decoded once, to its text, and no escaped copy
+// is kept: the text of a 1 MiB Secret is a sixth of the up to 6 MiB of \u00XX escapes it arrives as.
+// Anything else (the metadata, DevicesData, fields of newer KubeVirt versions) is kept as it came.
 type field struct {
 	text *string
 	raw  json.RawMessage
@@ -119,18 +99,8 @@ func (f *field) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// value is what encoding/json writes back for f.
-func (f field) value() any {
-	if f.text != nil {
-		return *f.text
-	}
-	return f.raw
-}
-
-// DecodeInput decodes a CloudInitData JSON object, once, and checks its UserData and NetworkData fields.
-// KubeVirt's cloudinit.CloudInitData has no json tags (pkg/cloud-init/cloud-init.go): its keys are the Go
-// field names, matched as encoding/json matches struct fields, case-insensitively. A map keeps the fields
-// of newer KubeVirt versions, which a struct of today's would drop.
+// DecodeInput decodes a CloudInitData JSON object, once, and checks its UserData and NetworkData fields
+// (a map keeps the fields of newer KubeVirt versions, which a struct of today's would drop).
 func DecodeInput(cloudInitData []byte) (*Input, error) {
 	in := &Input{raw: cloudInitData}
 	if err := json.Unmarshal(cloudInitData, &in.fields); err != nil {
@@ -159,8 +129,7 @@ func (in *Input) setText(key string, dst **string, text string) {
 	in.fields[key] = field{text: &text}
 }
 
-// PassThrough is the result when nothing is bound: the data as it came, except that an empty UserData
-// becomes "#cloud-config\n" (see minimalUserData).
+// PassThrough is the result when nothing is bound: the data as it came, an empty UserData made minimal.
 func (in *Input) PassThrough() (newData []byte, noCloudSourceJSON []byte, err error) {
 	changed := textOf(in.userData) == ""
 	if changed {
@@ -183,8 +152,7 @@ func (in *Input) dataSource() (string, format, error) {
 	return dataSource, f, nil
 }
 
-// Plan plans ifaces (the bound interfaces, and the pod NIC WithPodNIC added) for this CloudInitData's
-// DataSource, once for every writer of the call.
+// Plan plans ifaces (WithPodNIC's) for this CloudInitData's DataSource, once for every writer of the call.
 func (in *Input) Plan(ifaces []model.BoundInterface) (*Plans, error) {
 	dataSource, f, err := in.dataSource()
 	if err != nil {
@@ -197,8 +165,7 @@ func (in *Input) Plan(ifaces []model.BoundInterface) (*Plans, error) {
 	return &Plans{dataSource: dataSource, format: f, plans: plans}, nil
 }
 
-// ParseNetworkData parses the user's NetworkData in the format of the DataSource, once for the merge,
-// the Windows script and the report of the NICs the user configures.
+// ParseNetworkData parses the user's NetworkData in the format of the DataSource, once per call.
 func (in *Input) ParseNetworkData() (*UserNetwork, error) {
 	dataSource, f, err := in.dataSource()
 	if err != nil {
@@ -215,13 +182,10 @@ func (in *Input) ParseNetworkData() (*UserNetwork, error) {
 type Result struct {
 	// Data is the new CloudInitData JSON; NoCloudSource the legacy v1.CloudInitNoCloudSource JSON.
 	Data, NoCloudSource []byte
-	// DataSource is KubeVirt's ("noCloud" or "configDrive"); NetworkData the network config written
-	// into Data (NoCloud network-config or network_data.json).
-	DataSource  string
-	NetworkData []byte
-	// UserConfigured names the interfaces whose NIC the user's networkData configures already (same
-	// MAC or guest name): the user's entry is kept and ours left out, which the caller reports so that
-	// nobody reads our addresses as the guest's.
+	DataSource          string // KubeVirt's: "noCloud" or "configDrive"
+	NetworkData         []byte // the network config written into Data
+	// UserConfigured names the interfaces whose NIC the user's networkData configures already: the
+	// user's entry is kept and ours left out, which the caller reports.
 	UserConfigured []string
 }
 
@@ -229,19 +193,21 @@ type Result struct {
 // composes the user data so that the config reaches the guest at every start (userdata.go). It runs
 // once per Input: it changes the parsed user document.
 func (in *Input) Merge(opts ApplyOptions, plans *Plans, user *UserNetwork) (*Result, error) {
-	merged, err := user.write(plans.format, plans.plans)
+	ours, theirs := user.split(plans.plans)
+	merged, err := user.write(plans.format, ours)
 	if err != nil {
 		return nil, fmt.Errorf("cloudInitData (DataSource %s): %w", plans.dataSource, err)
 	}
 	in.setText(in.networkKey, &in.networkData, string(merged))
-
-	// Our network config must reach the guest at every start, not only the first (userdata.go).
 	var script string
 	if opts.WindowsNetworkScript && plans.format.windowsScript {
-		macs, names := user.keys()
-		if script, err = windowsNetworkScript(plans.plans, macs, names); err != nil {
+		if script, err = windowsNetworkScript(ours); err != nil {
 			return nil, fmt.Errorf("cloudInitData: Windows network script: %w", err)
 		}
+	}
+	warn := opts.Warn
+	if warn == nil {
+		warn = func(string, string) {}
 	}
 	userText := textOf(in.userData)
 	note, err := checkUserDataEncoding(userText)
@@ -249,11 +215,11 @@ func (in *Input) Merge(opts ApplyOptions, plans *Plans, user *UserNetwork) (*Res
 		return nil, fmt.Errorf("cloudInitData: field %s: %w", in.userKey, err)
 	}
 	if note != "" {
-		opts.warn(WarnUserDataReplacementChars, note)
+		warn(WarnUserDataReplacementChars, note)
 	}
 	if plans.dataSource == dataSourceConfigDrive && script == "" && userWritesDropIn(userText) {
 		// Their entry wins; ours would be written after it and replace it (write_files runs in order).
-		opts.warn(WarnUserDropInWins, fmt.Sprintf("the user data's write_files writes %s, the drop-in that makes "+
+		warn(WarnUserDropInWins, fmt.Sprintf("the user data's write_files writes %s, the drop-in that makes "+
 			"cloud-init apply the config drive's network config at every boot: the user's entry is kept and ours left out",
 			configDriveDropInPath))
 	} else if composed := composeUserData(userText, plans.dataSource, script); composed != userText {
@@ -264,7 +230,7 @@ func (in *Input) Merge(opts ApplyOptions, plans *Plans, user *UserNetwork) (*Res
 		return nil, err
 	}
 	return &Result{Data: data, NoCloudSource: source, DataSource: plans.dataSource, NetworkData: merged,
-		UserConfigured: userConfigured(plans.plans, user)}, nil
+		UserConfigured: theirs}, nil
 }
 
 // encode writes the CloudInitData (the input as it came when nothing changed) and the legacy
@@ -274,7 +240,10 @@ func (in *Input) encode(changed bool) (newData []byte, noCloudSourceJSON []byte,
 	if changed {
 		obj := make(map[string]any, len(in.fields))
 		for k, f := range in.fields {
-			obj[k] = f.value()
+			obj[k] = f.raw
+			if f.text != nil {
+				obj[k] = *f.text
+			}
 		}
 		if newData, err = marshalJSON(obj, false); err != nil {
 			return nil, nil, fmt.Errorf("cloudInitData: encoding: %w", err)
@@ -291,10 +260,8 @@ func (in *Input) encode(changed bool) (newData []byte, noCloudSourceJSON []byte,
 	return newData, bytes.TrimSuffix(noCloudSourceJSON, []byte("\n")), nil
 }
 
-// marshalJSON is json.Marshal without HTML escaping, indented or compact, ending in a newline:
-// virt-launcher's json.Marshal wrote every '<', '>' and '&' of the user data as \u003c and the like
-// already, and escaping again what we compose would grow an HTML user data sixfold, past the 4 MiB answer
-// virt-launcher receives.
+// marshalJSON is json.Marshal without HTML escaping, indented or compact, ending in a newline: escaping
+// '<', '>' and '&' again would grow an HTML user data sixfold, past the 4 MiB answer virt-launcher receives.
 func marshalJSON(v any, indent bool) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -308,9 +275,9 @@ func marshalJSON(v any, indent bool) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// WithPodNIC returns ifaces plus the pod-network NIC (model.FindPodNIC), first, when the user
-// gave no networkData: our config then replaces cloud-init's DHCP fallback, so it must configure that
-// NIC too. A pod NIC without a MAC cannot be matched: that is an error naming it.
+// WithPodNIC returns ifaces plus the pod-network NIC (model.FindPodNIC), first, when the user gave no
+// networkData: our config then replaces cloud-init's DHCP fallback, so it must configure that NIC too.
+// A pod NIC without a MAC cannot be matched: an error naming it, rather than a pod network left down.
 func WithPodNIC(ifaces []model.BoundInterface, userNetworkData string, podNIC ...model.BoundInterface) ([]model.BoundInterface, error) {
 	if len(podNIC) == 0 || len(ifaces) == 0 || strings.TrimSpace(userNetworkData) != "" {
 		return ifaces, nil
@@ -333,10 +300,10 @@ func textOf(s *string) string {
 	return *s
 }
 
-// stringField finds a string field as encoding/json fills a struct field: keys match case-insensitively.
-// It returns the key to write back (the canonical name when absent) and the text (nil when absent or
-// null). Two case-variants of one key would leave it to their order which one KubeVirt sees, so that is
-// an error.
+// stringField finds a string field as encoding/json fills a struct field (CloudInitData has no json tags:
+// keys are the Go field names, matched case-insensitively), returning the key to write back (the
+// canonical name when absent) and the text (nil when absent or null). Two case-variants of one key are
+// an error: their order would decide which one KubeVirt sees.
 func stringField(fields map[string]field, name string) (key string, text *string, err error) {
 	if key, err = fieldKey(fields, name); err != nil {
 		return "", nil, err

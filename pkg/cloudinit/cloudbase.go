@@ -2,32 +2,27 @@ package cloudinit
 
 import (
 	"encoding/json"
-	"net/netip"
+	"slices"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 )
 
 // The network_data.json rules in this file exist for Windows guests: cloudbase-init reads only the
-// ConfigDrive network_data.json and applies it differently from cloud-init. What it does, from its code
-// (cloudbase/cloudbase-init):
-//   - metadata/services/baseopenstackservice.py _parse_network_data_links: the link "id" becomes the
-//     adapter name (the "name" key is ignored); _parse_network_data_networks keeps only networks of type
-//     "ipv4" and "ipv6" and reads DNS from the per-network "services" ({"type":"dns","address":...}),
-//     never from dns_nameservers or dns_search; _parse_network_data_services reads top-level services.
-//   - plugins/common/networkconfig.py: _process_physical_links renames every link's adapter (found by
-//     MAC) and sets its MTU before any network is applied; _process_networks then applies the networks
-//     in order: each calls osutils set_static_network_config with the network's default route as the
-//     gateway and its own DNS servers, or, when it has none, the top-level DNS servers of its family.
-//   - osutils/windows.py _set_static_network_config turns DHCP off for the family, deletes every address
-//     and route of that family on the adapter, then adds the one address; _set_interface_dns replaces the
-//     adapter's server list whenever the list is non-empty.
+// ConfigDrive network_data.json and applies it differently from cloud-init (cloudbase/cloudbase-init):
+//   - metadata/services/baseopenstackservice.py: the link "id" becomes the adapter name ("name" is
+//     ignored); only networks of type "ipv4" and "ipv6" are kept, with DNS from their "services"
+//     ({"type":"dns","address":...}), never from dns_nameservers or dns_search.
+//   - plugins/common/networkconfig.py: every link's adapter (found by MAC) is renamed and gets its MTU
+//     before any network is applied; then each network, in order, with its default route as the gateway
+//     and its own DNS servers, or, when it has none, the top-level DNS servers of its family.
+//   - osutils/windows.py _set_static_network_config deletes every address and route of the family on the
+//     adapter, then adds the one address; _set_interface_dns replaces the adapter's server list.
 // So a second network of one family on one link replaces the first, and the last network that sets DNS
 // on an adapter decides its servers.
 
-// cloudbasePrimaries returns, per family, the index in p.static of the address that gets the "ipv4" or
-// "ipv6" network cloudbase-init applies: the first one whose subnet holds the family's gateway (Windows
-// refuses a gateway outside the address's subnet, cloudbase-init #166, and the plugin stops there), else
-// the first one. The other addresses of the family get ndStaticType's cloud-init-only type.
+// cloudbasePrimaries returns, per family, the index in p.static of the address that gets the network
+// cloudbase-init applies: the first one whose subnet holds the family's gateway (Windows refuses a
+// gateway outside the address's subnet, cloudbase-init #166), else the first one.
 func cloudbasePrimaries(p *nicPlan) map[model.Family]int {
 	primary := map[model.Family]int{}
 	for j, a := range p.static {
@@ -44,10 +39,10 @@ func cloudbasePrimaries(p *nicPlan) map[model.Family]int {
 }
 
 // ndStaticType is the network type of a static address. The address cloudbase-init applies is the
-// OpenStack "ipv4"/"ipv6"; any further address of the family is "static"/"static6", types cloud-init
-// reads exactly like "ipv4"/"ipv6" (sources/helpers/openstack.py convert_net_json: static subnet, the
-// "ipv4"/"ipv6" subnet flags only guard duplicate default routes, which these networks never carry) and
-// cloudbase-init skips, so it does not replace the address it applied (see the top of this file).
+// OpenStack "ipv4"/"ipv6"; any further address of the family is "static"/"static6", which cloud-init
+// reads as "ipv4"/"ipv6" (openstack.py convert_net_json: a static subnet; the subnet flags only guard
+// duplicate default routes, which these networks never carry) and cloudbase-init skips, so it does not
+// replace the address it applied.
 func ndStaticType(f model.Family, primary bool) string {
 	switch {
 	case primary && f == model.IPv4:
@@ -62,50 +57,25 @@ func ndStaticType(f model.Family, primary bool) string {
 }
 
 // ndDNSNetwork is the index of the network that carries a NIC's DNS: its first network cloudbase-init
-// applies ("ipv4"/"ipv6"), which is also the first network when every address has its own family, as
-// before cloudbase-init support, so cloud-init renders the same.
+// applies ("ipv4"/"ipv6"), else its first.
 func ndDNSNetwork(networks []ndNetwork) int {
-	for i, n := range networks {
-		if n.Type == "ipv4" || n.Type == "ipv6" {
-			return i
-		}
-	}
-	return 0
-}
-
-// ndDNSServices lists every server of the NIC, both families, as "dns" services on one network: split by
-// family over two networks, the second network's list would replace the first's on the adapter.
-// cloud-init 22.4.2 ignores a network's "services"; newer cloud-init (openstack.py convert_net_json)
-// turns them into the subnet's dns_nameservers, replacing that key: the same list, so the same result.
-func ndDNSServices(nameservers []netip.Addr) []ndService {
-	if len(nameservers) == 0 {
-		return nil
-	}
-	out := make([]ndService, 0, len(nameservers))
-	for _, ns := range nameservers {
-		out = append(out, ndService{Type: "dns", Address: ns.String()})
-	}
-	return out
+	return max(0, slices.IndexFunc(networks, func(n ndNetwork) bool { return n.Type == "ipv4" || n.Type == "ipv6" }))
 }
 
 // hasDNSService reports whether the user's top-level services include a "dns" entry. cloudbase-init gives
 // those servers to every network that has no services of its own (networkconfig.py _process_networks).
 func hasDNSService(services []json.RawMessage) bool {
-	for _, raw := range services {
+	return slices.ContainsFunc(services, func(raw json.RawMessage) bool {
 		var s struct {
-			Type *string `json:"type"`
+			Type string `json:"type"`
 		}
-		if json.Unmarshal(raw, &s) == nil && s.Type != nil && *s.Type == "dns" {
-			return true
-		}
-	}
-	return false
+		return json.Unmarshal(raw, &s) == nil && s.Type == "dns"
+	})
 }
 
-// spreadDNSServices copies each NIC's DNS services onto its other "ipv4"/"ipv6" network. Needed only when
-// the user's data has top-level DNS services: cloudbase-init would apply those to that network of ours,
-// after our list, and replace it. Only "services" is copied: cloud-init 22.4.2 renders the same; newer
-// cloud-init lists the servers on both subnets of the interface, which is where they apply anyway.
+// spreadDNSServices copies each NIC's DNS services onto its other "ipv4"/"ipv6" network, when the user's
+// data has top-level DNS services: cloudbase-init would apply those to that network, after our list, and
+// replace it. cloud-init 22.4.2 renders the same; newer cloud-init lists the servers on both subnets.
 func spreadDNSServices(parts []ndPart) {
 	for i := range parts {
 		nets := parts[i].networks
@@ -122,11 +92,9 @@ func spreadDNSServices(parts []ndPart) {
 }
 
 // oursFirst puts our entries before the user's. cloudbase-init applies links, then networks, in list
-// order, and one failure ends the plugin: a user link whose MAC is not in the guest raises
-// ItemNotFoundException (cloudbase-init #47), a user gateway outside its subnet is refused by Windows
-// (#166). Ours first, our NICs are configured before such an entry stops it (except that a bad user link
-// still stops it before any network: links are all processed first). cloud-init matches links by MAC or
-// name and networks by link id, so the order changes nothing there.
+// order, and one failure ends the plugin: a user link whose MAC is not in the guest (cloudbase-init #47),
+// a user gateway outside its subnet (#166). Ours first, our NICs are configured before such an entry
+// stops it. cloud-init matches links by MAC or name and networks by link id: the order changes nothing.
 func oursFirst(ours, theirs []json.RawMessage) []json.RawMessage {
 	if len(ours) == 0 {
 		return theirs

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
@@ -13,10 +14,9 @@ import (
 )
 
 // OpenStack network_data.json as cloud-init reads it (sources/helpers/openstack.py convert_net_json).
-// Links carry "name" (a cloud-init extension) so the guest NIC gets the same name as with NoCloud v1.
-// Default routes are routes to network "0.0.0.0"/"::" with netmask "0.0.0.0"/"::", the one IPv6
-// default-route form 22.4.2 renders as ::/0. dns_nameservers/dns_search are per-network keys cloud-init
-// copies onto the subnet (valid_keys["subnet"]); they also carry search domains, which "services" cannot.
+// Links carry "name" (a cloud-init extension), for the guest name NoCloud v1 gives too. Default routes
+// go to network "::" with netmask "::", the IPv6 form 22.4.2 renders as ::/0 (IPv4 alike). cloud-init
+// copies dns_nameservers and dns_search onto the subnet; "services" cannot carry search domains.
 type ndLink struct {
 	ID   string `json:"id"`
 	Type string `json:"type"`
@@ -56,21 +56,15 @@ type ndPart struct {
 	networks []ndNetwork
 }
 
-func netmask(bits, total int) string {
-	m := net.CIDRMask(bits, total)
-	a, _ := netip.AddrFromSlice(m)
+func netmask(p netip.Prefix) string {
+	a, _ := netip.AddrFromSlice(net.CIDRMask(p.Bits(), p.Addr().BitLen()))
 	return a.String()
 }
 
-func ndRouteOf(r model.Route) ndRoute {
-	return ndRoute{Network: r.Dest.Addr().String(), Netmask: netmask(r.Dest.Bits(), r.Dest.Addr().BitLen()), Gateway: routeGateway(r)}
-}
-
-// ndParts builds our links and networks. taken reports whether an id is used (by the user's data); ours are
-// made unique against it so that we never capture the user's link references.
+// ndParts builds our links and networks, with ids unique against those taken by the user's data, so
+// that we never capture the user's link references; case-insensitively, as cloudbase-init names the
+// Windows adapter after the link id.
 func ndParts(plans []nicPlan, taken func(string) bool) []ndPart {
-	// IDs are compared case-insensitively: cloudbase-init renames the Windows adapter to the link id
-	// (cloudbase.go), and Windows adapter names are case-insensitive.
 	used := map[string]bool{}
 	unique := func(base string) string {
 		id := base
@@ -108,20 +102,16 @@ func ndParts(plans []nicPlan, taken func(string) bool) []ndPart {
 				ID:        unique(fmt.Sprintf("%s-ipv%d-%d", p.name, f, j)),
 				Type:      ndStaticType(f, isPrimary),
 				IPAddress: a.Addr().String(),
-				Netmask:   netmask(a.Bits(), a.Addr().BitLen()),
+				Netmask:   netmask(a),
 			}
 			if gw := p.gateway(f); isPrimary && gw.IsValid() {
-				anyNet := "0.0.0.0"
-				if f == model.IPv6 {
-					anyNet = "::"
-				}
-				n.Routes = append(n.Routes, ndRoute{Network: anyNet, Netmask: anyNet, Gateway: gw.String()})
+				n.Routes = append(n.Routes, ndRoute{Network: unspecified(f), Netmask: unspecified(f), Gateway: gw.String()})
 			}
 			add(f, n, isPrimary)
 		}
 		for _, r := range p.routes {
-			idx := routeTo[model.FamilyOf(r.Dest.Addr())] // planNIC guarantees a network of the route's family
-			part.networks[idx].Routes = append(part.networks[idx].Routes, ndRouteOf(r))
+			n := &part.networks[routeTo[model.FamilyOf(r.Dest.Addr())]] // planNIC guarantees a network of the route's family
+			n.Routes = append(n.Routes, ndRoute{Network: r.Dest.Addr().String(), Netmask: netmask(r.Dest), Gateway: routeGateway(r)})
 		}
 		if len(part.networks) == 0 {
 			// Layer2: cloud-init passes an unknown network type through as the subnet type, and a "manual"
@@ -129,11 +119,13 @@ func ndParts(plans []nicPlan, taken func(string) bool) []ndPart {
 			part.networks = append(part.networks, ndNetwork{ID: unique(p.name + "-manual"), Type: "manual", Link: part.link.ID})
 		} else {
 			dns := &part.networks[ndDNSNetwork(part.networks)]
+			// Services lists every server of the NIC, both families, on one network: split by family over
+			// two networks, cloudbase-init would let the second network's list replace the first's.
 			for _, ns := range p.nameservers {
 				dns.DNSNameservers = append(dns.DNSNameservers, ns.String())
+				dns.Services = append(dns.Services, ndService{Type: "dns", Address: ns.String()})
 			}
 			dns.DNSSearch = p.search
-			dns.Services = ndDNSServices(p.nameservers)
 		}
 		parts = append(parts, part)
 	}
@@ -141,16 +133,14 @@ func ndParts(plans []nicPlan, taken func(string) bool) []ndPart {
 }
 
 // MergeNetworkDataJSON adds our links and networks to the user's network_data.json, before theirs (see
-// oursFirst). A user link that configures one of our NICs (same ethernet_mac_address, case-insensitive,
-// or same name) wins: ours for that NIC is left out. Everything of theirs is kept as it was, in their
-// order, unknown keys included: their data is handled as raw JSON values and only read, never re-typed.
+// oursFirst). A user link that configures one of our NICs (configuredByUser) wins. Everything of theirs
+// is kept as raw JSON values, in their order, never re-typed.
 func MergeNetworkDataJSON(user []byte, ifaces []model.BoundInterface) ([]byte, error) {
 	return mergeOnce(formats[dataSourceConfigDrive], user, ifaces)
 }
 
 // networkDataJSON is the user's network_data.json, parsed: the top-level object, its three lists as raw
-// values, the MACs and names of the links the user configures, and every link and network id (lower
-// case), which ours must not take.
+// values, the MACs and names of the user's links, and every id (lower case), which ours must not take.
 type networkDataJSON struct {
 	top                       map[string]json.RawMessage
 	links, networks, services []json.RawMessage
@@ -184,9 +174,7 @@ func parseNetworkDataJSON(user []byte) (userNetwork, error) {
 			Name *string         `json:"name"`
 		}
 		if err := json.Unmarshal(raw, &l); err != nil {
-			// Not an object, or fields of unexpected types: keep it untouched; it cannot be one of our NICs by
-			// any key cloud-init would read.
-			continue
+			continue // kept untouched: cloud-init would not read it as one of our NICs either
 		}
 		if l.MAC != nil {
 			u.macs = append(u.macs, *l.MAC)
@@ -218,15 +206,9 @@ func renderConfigDrive(plans []nicPlan) ([]byte, error) {
 
 func (u *networkDataJSON) keys() (macs, names []string) { return u.macs, u.names }
 
-// merge writes ours for the NICs the user does not configure, then theirs.
-func (u *networkDataJSON) merge(plans []nicPlan) ([]byte, error) {
-	kept := plans[:0:0]
-	for _, p := range plans {
-		if !configuredByUser(&p, u.macs, u.names) {
-			kept = append(kept, p)
-		}
-	}
-	parts := ndParts(kept, func(id string) bool { return u.ids[strings.ToLower(id)] })
+// merge writes ours, then theirs.
+func (u *networkDataJSON) merge(ours []nicPlan) ([]byte, error) {
+	parts := ndParts(ours, func(id string) bool { return u.ids[strings.ToLower(id)] })
 	if hasDNSService(u.services) {
 		spreadDNSServices(parts)
 	}
@@ -246,42 +228,27 @@ func (u *networkDataJSON) merge(plans []nicPlan) ([]byte, error) {
 		}
 	}
 	links, networks := oursFirst(ourLinks, u.links), oursFirst(ourNetworks, u.networks)
-	ours := map[string]int{"links": len(ourLinks), "networks": len(ourNetworks)}
-	out, err := writeNetworkData(u.top, map[string][]json.RawMessage{"links": links, "networks": networks, "services": u.services}, ours)
+	lists := map[string][]json.RawMessage{"links": links, "networks": networks, "services": u.services}
+	out, err := writeNetworkData(u.top, lists, map[string]int{"links": len(ourLinks), "networks": len(ourNetworks)})
 	if err != nil {
 		return nil, fmt.Errorf("encoding network_data.json: %w", err)
 	}
 	return out, nil
 }
 
-// configuredByUser reports whether a user entry with one of these MACs or names configures our NIC.
+// configuredByUser reports whether a user entry with one of these MACs (compared case-insensitively, as
+// cloud-init does) or names configures our NIC.
 func configuredByUser(p *nicPlan, macs, names []string) bool {
-	for _, m := range macs {
-		if equalFoldMAC(m, p.mac.String()) {
-			return true
-		}
-	}
-	for _, n := range names {
-		if n == p.name {
-			return true
-		}
-	}
-	return false
-}
-
-// equalFoldMAC compares a user-written MAC with ours the way cloud-init does: case-insensitively.
-func equalFoldMAC(user, ours string) bool {
-	return strings.EqualFold(user, ours)
+	mac := p.mac.String()
+	return slices.ContainsFunc(macs, func(m string) bool { return strings.EqualFold(m, mac) }) || slices.Contains(names, p.name)
 }
 
 // writeNetworkData writes network_data.json: top-level keys sorted, one list entry per line, our
-// entries indented, the user's values compacted as they came (never re-indented: indenting a value
-// nested d deep writes d levels of indentation on each of its lines, so output and memory would grow
-// with the square of the depth). lists replace the top-level keys they name; the first ours[key]
-// entries of a list are ours (they come before the user's: oursFirst), the rest the user's. It is not
-// json.Encoder (the one way to write without HTML escaping, see marshalJSON): that grows a buffer of
-// its own by doubling and copies it out, three times the output allocated, where this fills one buffer
-// sized in advance (TestMergeNetworkDataJSON_LargestLegalInput_BoundedAllocation, under -race).
+// entries indented, the user's values compacted as they came (indenting a value nested d deep would grow
+// output and memory with the square of d). lists replace the top-level keys they name; the first
+// ours[key] entries of a list are ours. It is not json.Encoder (see marshalJSON), which allocates three
+// times the output, where this fills one buffer sized in advance
+// (TestMergeNetworkDataJSON_LargestLegalInput_BoundedAllocation).
 func writeNetworkData(top map[string]json.RawMessage, lists map[string][]json.RawMessage, ours map[string]int) ([]byte, error) {
 	keys := make([]string, 0, len(top)+len(lists))
 	size := 16
@@ -297,40 +264,25 @@ func writeNetworkData(top map[string]json.RawMessage, lists map[string][]json.Ra
 			size += len(v) + 8
 		}
 	}
+	sort.Strings(keys)
 	buf := bytes.NewBuffer(make([]byte, 0, size))
-	err := writeObjectMembers(buf, keys, "\n  ", ": ", func(k string) error {
-		list, isList := lists[k]
-		if !isList {
-			if err := json.Compact(buf, top[k]); err != nil {
-				return fmt.Errorf("%q: %w", k, err)
-			}
-			return nil
+	buf.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			buf.WriteByte(',')
 		}
-		if len(list) == 0 {
-			buf.WriteString("[]")
-			return nil
+		buf.WriteString("\n  ")
+		if err := writeJSONString(buf, k); err != nil {
+			return nil, err
 		}
-		buf.WriteByte('[')
-		for j, v := range list {
-			if j > 0 {
-				buf.WriteByte(',')
+		buf.WriteString(": ")
+		if list, isList := lists[k]; isList {
+			if err := writeList(buf, k, list, ours[k]); err != nil {
+				return nil, err
 			}
-			buf.WriteString("\n    ")
-			var err error
-			if j < ours[k] {
-				err = json.Indent(buf, v, "    ", "  ") // ours: a few levels deep
-			} else {
-				err = json.Compact(buf, v)
-			}
-			if err != nil {
-				return fmt.Errorf("%q entry %d: %w", k, j, err)
-			}
+		} else if err := json.Compact(buf, top[k]); err != nil {
+			return nil, fmt.Errorf("%q: %w", k, err)
 		}
-		buf.WriteString("\n  ]")
-		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
 	if len(keys) > 0 {
 		buf.WriteByte('\n')
@@ -339,24 +291,29 @@ func writeNetworkData(top map[string]json.RawMessage, lists map[string][]json.Ra
 	return buf.Bytes(), nil
 }
 
-// writeObjectMembers sorts keys and writes '{' and the members: each as sep, the quoted key, colon and
-// what value writes. The caller writes the closing brace (and any layout before it).
-func writeObjectMembers(buf *bytes.Buffer, keys []string, sep, colon string, value func(key string) error) error {
-	sort.Strings(keys)
-	buf.WriteByte('{')
-	for i, k := range keys {
-		if i > 0 {
+// writeList writes the list of top-level key k one entry per line, the first ours entries indented.
+func writeList(buf *bytes.Buffer, k string, list []json.RawMessage, ours int) error {
+	if len(list) == 0 {
+		buf.WriteString("[]")
+		return nil
+	}
+	buf.WriteByte('[')
+	for j, v := range list {
+		if j > 0 {
 			buf.WriteByte(',')
 		}
-		buf.WriteString(sep)
-		if err := writeJSONString(buf, k); err != nil {
-			return err
+		buf.WriteString("\n    ")
+		var err error
+		if j < ours {
+			err = json.Indent(buf, v, "    ", "  ") // ours: a few levels deep
+		} else {
+			err = json.Compact(buf, v)
 		}
-		buf.WriteString(colon)
-		if err := value(k); err != nil {
-			return err
+		if err != nil {
+			return fmt.Errorf("%q entry %d: %w", k, j, err)
 		}
 	}
+	buf.WriteString("\n  ]")
 	return nil
 }
 

@@ -9,13 +9,10 @@ import (
 // format is what one KubeVirt DataSource makes of the network config: how the user's networkData is
 // read, how ours is written alone, and whether cloudbase-init's script (windows.go) can ride along.
 type format struct {
-	// parse reads the user's networkData (not blank) within the limits; nil, nil when it configures
-	// nothing. Errors name the source.
+	// parse reads the user's networkData (not blank) within the limits; nil, nil when it configures nothing.
 	parse func(user []byte) (userNetwork, error)
-	// alone writes ours when the user gave no networkData.
-	alone func(plans []nicPlan) ([]byte, error)
-	// windowsScript: the cloudbase-init script applies to this DataSource (cloudbase-init reads
-	// ConfigDrive only).
+	alone func(plans []nicPlan) ([]byte, error) // ours when the user gave no networkData
+	// windowsScript: cloudbase-init reads this DataSource (it reads ConfigDrive only).
 	windowsScript bool
 }
 
@@ -30,42 +27,49 @@ var formats = map[string]format{
 type userNetwork interface {
 	// keys are the MACs and names of the NICs the user configures: theirs win over ours.
 	keys() (macs, names []string)
-	// merge adds ours for the NICs the user does not configure and writes the result. Called once:
-	// it may change the parsed document.
+	// merge adds ours (UserNetwork.split) and writes the result; once: it may change the document.
 	merge(plans []nicPlan) ([]byte, error)
 }
 
-// Plans is our guest config of each NIC, validated once per call (planNICs) and read by every writer:
-// the network config, the Windows script and the report of the NICs the user configures.
+// Plans is our guest config of each NIC, validated once per call (planNICs) and read by every writer.
 type Plans struct {
 	dataSource string
 	format     format
 	plans      []nicPlan
 }
 
-// UserNetwork is the user's networkData of one CloudInitData, parsed once per call; parsed is nil when
-// the user gave none.
+// UserNetwork is the user's networkData, parsed once per call; parsed is nil when there is none.
 type UserNetwork struct {
 	parsed userNetwork
 }
 
-func (u *UserNetwork) keys() (macs, names []string) {
+// split parts plans into ours, the NICs the user's networkData does not configure, and the interfaces
+// whose NIC it configures by MAC or guest name: theirs, named, where the user's entry wins.
+func (u *UserNetwork) split(plans []nicPlan) (ours []nicPlan, theirs []string) {
 	if u == nil || u.parsed == nil {
-		return nil, nil
+		return plans, nil
 	}
-	return u.parsed.keys()
+	macs, names := u.parsed.keys()
+	ours = make([]nicPlan, 0, len(plans))
+	for i := range plans {
+		if configuredByUser(&plans[i], macs, names) {
+			theirs = append(theirs, plans[i].iface)
+		} else {
+			ours = append(ours, plans[i])
+		}
+	}
+	return ours, theirs
 }
 
-// write is the network config of one format: ours alone, or merged into the user's.
-func (u *UserNetwork) write(f format, plans []nicPlan) ([]byte, error) {
+// write is the network config of one format: ours (split) alone, or merged into the user's.
+func (u *UserNetwork) write(f format, ours []nicPlan) ([]byte, error) {
 	if u == nil || u.parsed == nil {
-		return f.alone(plans)
+		return f.alone(ours)
 	}
-	return u.parsed.merge(plans)
+	return u.parsed.merge(ours)
 }
 
-// parseUser parses user in format f, or gives an empty UserNetwork when it is blank (whitespace alone
-// configures nothing, as in WithPodNIC).
+// parseUser parses user in format f; blank configures nothing (as in WithPodNIC).
 func parseUser(f format, user []byte) (*UserNetwork, error) {
 	if len(bytes.TrimSpace(user)) == 0 {
 		return &UserNetwork{}, nil
@@ -77,9 +81,7 @@ func parseUser(f format, user []byte) (*UserNetwork, error) {
 	return &UserNetwork{parsed: parsed}, nil
 }
 
-// mergeOnce plans ifaces, parses user and merges them: the whole network config of one format for
-// the callers that have nothing else to do with the plans or the parse (MergeNoCloud,
-// MergeNetworkDataJSON).
+// mergeOnce plans ifaces, parses user and merges them (MergeNoCloud, MergeNetworkDataJSON).
 func mergeOnce(f format, user []byte, ifaces []model.BoundInterface) ([]byte, error) {
 	plans, err := planNICs(ifaces)
 	if err != nil {
@@ -89,20 +91,6 @@ func mergeOnce(f format, user []byte, ifaces []model.BoundInterface) ([]byte, er
 	if err != nil {
 		return nil, err
 	}
-	return u.write(f, plans)
-}
-
-// userConfigured names the planned NICs the user configures (by MAC or guest name).
-func userConfigured(plans []nicPlan, u *UserNetwork) []string {
-	macs, names := u.keys()
-	if len(macs)+len(names) == 0 {
-		return nil
-	}
-	var out []string
-	for i := range plans {
-		if configuredByUser(&plans[i], macs, names) {
-			out = append(out, plans[i].iface)
-		}
-	}
-	return out
+	ours, _ := u.split(plans)
+	return u.write(f, ours)
 }

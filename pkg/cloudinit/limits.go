@@ -6,11 +6,10 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 )
 
-// Limits on the user's networkData. The source is the VM owner's cloud-init volume or
-// networkDataSecretRef: anyone who can create a VMI controls it, and the sidecar has a fixed memory
-// limit. Everything past a limit is rejected with an error naming the source and the limit; within
-// them the merge costs bounded memory and time (docs/footprint.md "What a hook call may carry"). Real network configs are far inside:
-// 64 fully configured NICs are about 3,000 YAML nodes, nested 6 deep.
+// Limits on the user's networkData, which anyone who can create a VMI controls, while the sidecar has a
+// fixed memory limit. Past a limit is an error naming the source and the limit; within them the merge
+// costs bounded memory and time (docs/footprint.md "What a hook call may carry"). Real network configs
+// are far inside: 64 fully configured NICs are about 3,000 YAML nodes, nested 6 deep.
 const (
 	// MaxNetworkDataBytes is the largest networkData accepted, the size of a Kubernetes Secret.
 	MaxNetworkDataBytes = 1 << 20
@@ -22,8 +21,7 @@ const (
 	// MaxYAMLAliases bounds the aliases (*name) in a YAML document.
 	MaxYAMLAliases = 1000
 	// MaxMergeExpansion bounds the mappings that YAML merge keys ("<<") make the merge visit, summed
-	// over the whole document: merge keys can refer to mappings that merge others, so the work is not
-	// bounded by the node count alone.
+	// over the whole document (merges of merges are not bounded by the node count).
 	MaxMergeExpansion = 100000
 )
 
@@ -36,8 +34,7 @@ func sizeLimit(n int) error {
 }
 
 // checkJSONLimits scans a JSON document once, without building anything, and rejects it when it is
-// larger, deeper or has more values than the limits. It does not validate: json.Unmarshal does that
-// afterwards, on input known to be bounded.
+// larger, deeper or has more values than the limits. json.Unmarshal validates it afterwards.
 func checkJSONLimits(data []byte) error {
 	if err := sizeLimit(len(data)); err != nil {
 		return err
@@ -84,33 +81,15 @@ func checkJSONLimits(data []byte) error {
 	return nil
 }
 
-// maxYAMLTokens bounds the pre-scan's count. A node needs at least one token, except an empty
-// value after an indicator, which the indicator pays for; so the decoder builds at most about
-// 2*maxYAMLTokens nodes (about 200 bytes each) before checkYAMLTree counts them exactly. Real documents
-// have 1.2-1.6 tokens per node ("key: value" is three tokens, two nodes).
+// maxYAMLTokens bounds the pre-scan's count: the decoder builds at most about 2*maxYAMLTokens nodes
+// before checkYAMLTree counts them exactly. Real documents have 1.2-1.6 tokens per node.
 const maxYAMLTokens = 2 * MaxNodes
 
-// checkYAMLSize rejects, before the YAML parser runs, a document whose size or token count could
-// make the node tree large: yaml.v3 builds every node of a document before returning any, at about
-// 200 bytes each, and its encoder keeps every event of the document (emitterc.go
-// yaml_emitter_emit appends to emitter.events), at about 800 bytes per node. The count is an upper
-// bound that needs no parsing: words (runs of non-blank bytes, split at flow indicators), flow
-// indicators, and block indicators ("- ", ": ", "? ") once more for the empty value that may follow
-// them. Words in comments and in quoted or block scalars count too: skipping them would need the
-// parser's own idea of where a quoted scalar ends (a '#' or a quote inside one is not what it
-// seems), and a scanner that guessed wrong could skip a line full of nodes.
-func checkYAMLSize(data []byte) error {
-	if err := sizeLimit(len(data)); err != nil {
-		return err
-	}
-	if tokens, at := countYAMLTokens(data, maxYAMLTokens); tokens > maxYAMLTokens {
-		return fmt.Errorf("more than %d YAML tokens (words, including those of comments and quoted text, and indicators; limit: %d nodes) at byte %d", maxYAMLTokens, MaxNodes, at)
-	}
-	return nil
-}
-
-// countYAMLTokens counts data's tokens (see checkYAMLSize), stopping at the byte where the count
-// passes limit. Every node yaml.v3 builds is paid for by at most two of them (FuzzCountYAMLTokens).
+// countYAMLTokens counts data's tokens, stopping at the byte where the count passes limit: words (runs of
+// non-blank bytes, split at flow indicators), flow indicators, and block indicators ("- ", ": ", "? ")
+// once more for the empty value that may follow them. Words in comments and quoted scalars count too: a
+// scanner that guessed where those end wrong could skip a line full of nodes. Every node yaml.v3 builds
+// is paid for by at most two tokens (FuzzCountYAMLTokens).
 func countYAMLTokens(data []byte, limit int) (tokens, at int) {
 	prevBlank := true // at the start of a line or after a blank
 	for i, c := range data {
@@ -136,6 +115,25 @@ func countYAMLTokens(data []byte, limit int) (tokens, at int) {
 }
 
 func isYAMLBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
+
+// decodeYAMLWithinLimits is decodeYAML within the limits: size and token count before the parser runs
+// (yaml.v3 builds every node of a document before returning any), checkYAMLTree after.
+func decodeYAMLWithinLimits(data []byte) (*yaml.Node, error) {
+	if err := sizeLimit(len(data)); err != nil {
+		return nil, err
+	}
+	if tokens, at := countYAMLTokens(data, maxYAMLTokens); tokens > maxYAMLTokens {
+		return nil, fmt.Errorf("more than %d YAML tokens (words, including those of comments and quoted text, and indicators; limit: %d nodes) at byte %d", maxYAMLTokens, MaxNodes, at)
+	}
+	doc, err := decodeYAML(data)
+	if err != nil || doc == nil {
+		return nil, err
+	}
+	if err := checkYAMLTree(doc); err != nil {
+		return nil, err
+	}
+	return doc, nil
+}
 
 // checkYAMLTree counts the parsed document exactly: nodes (an alias is one node, never expanded),
 // nesting depth and aliases.

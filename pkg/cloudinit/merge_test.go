@@ -432,3 +432,6 @@ func TestMergeNoCloud_OurStringsStayQuotedForPyYAML(t *testing.T) {
 		}
 	}
 }
+
+// lookup looks key up in m with a budget of its own.
+func lookup(m *yaml.Node, key string) *yaml.Node { return newMergeBudget().lookup(m, key) }

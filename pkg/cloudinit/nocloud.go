@@ -3,25 +3,22 @@ package cloudinit
 import (
 	"fmt"
 	"net/netip"
+	"slices"
+	"strconv"
 
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 )
 
-// RenderNetworkConfigV1 renders NoCloud network-config version 1 for ifaces, as JSON (which is YAML). v1 is our default: its
-// per-subnet gateway and routes render dual-stack correctly with every cloud-init 22.4.2 renderer.
+// RenderNetworkConfigV1 renders NoCloud network-config version 1 for ifaces, as JSON (which is YAML). v1 is
+// our default: its per-subnet gateway and routes render dual-stack correctly with every 22.4.2 renderer.
 func RenderNetworkConfigV1(ifaces []model.BoundInterface) ([]byte, error) {
-	plans, err := planNICs(ifaces)
-	if err != nil {
-		return nil, err
-	}
-	return renderV1(plans)
+	return mergeOnce(formats[dataSourceNoCloud], nil, ifaces)
 }
 
-// NoCloud network-config as we write it (cloud-init's "Networking Config Version 1" and "Version 2"
-// docs). The json tags write it alone (JSON is YAML that PyYAML reads with every string quoted); the yaml
-// tags build the entries merged into the user's document (yamlNode). Field order is output order.
+// NoCloud network-config as we write it (cloud-init's "Networking Config Version 1" and "Version 2" docs):
+// alone through the json tags, merged into the user's document through the yaml tags (yamlNode).
 type (
 	v1Config struct {
 		Version int          `json:"version"`
@@ -80,10 +77,9 @@ func addrStrings(as []netip.Addr) []string {
 	return out
 }
 
-// v1PhysicalOf is one v1 "physical" entry. name plus mac_address makes cloud-init rename the NIC to name
-// (apply_network_config_names). Gateways and routes go on the first subnet of their own family and DNS on
-// the first subnet: the network-manager renderer files routes under the subnet's family
-// (network_manager.py render_interface).
+// v1PhysicalOf is one v1 "physical" entry (name plus mac_address makes cloud-init rename the NIC). Gateways
+// and routes go on the first subnet of their own family, as network-manager files routes under the
+// subnet's family (network_manager.py render_interface); DNS on the first subnet.
 func v1PhysicalOf(p *nicPlan) v1Physical {
 	phy := v1Physical{Type: "physical", Name: p.name, MACAddress: p.mac.String(), MTU: p.mtu}
 	firstOf := map[model.Family]int{} // index in phy.Subnets
@@ -107,9 +103,8 @@ func v1PhysicalOf(p *nicPlan) v1Physical {
 		phy.Subnets = append(phy.Subnets, s)
 	}
 	if len(phy.Subnets) == 0 {
-		// No addresses (layer2): a "manual" subnet makes the eni renderer mark the NIC "auto" so ifupdown
-		// brings the link up; without any subnet it writes no "auto" line. networkd, sysconfig and
-		// network-manager render it as they render a NIC without subnets.
+		// No addresses (layer2): a "manual" subnet makes the eni renderer mark the NIC "auto", so ifupdown
+		// brings the link up; the other renderers render it as a NIC without subnets.
 		phy.Subnets = []v1Subnet{{Type: "manual"}}
 		return phy
 	}
@@ -121,17 +116,16 @@ func v1PhysicalOf(p *nicPlan) v1Physical {
 	return phy
 }
 
-// v2EthernetOf is one v2 ethernets entry, keyed by the guest name. Only forms cloud-init 22.4.2 renders
-// right everywhere: gateway4/gateway6 for default routes (never "to: default" or "::/0"), no route metric.
-// 22.4.2 hangs all v2 routes and nameservers on the first subnet it derives (dhcp4, dhcp6, then addresses:
-// network_state.py _v2_to_v1_ipcfg), and network-manager files routes under that subnet's family, so the
-// addresses are ordered to put the routes' family first; routes of both families cannot be expressed.
+// v2EthernetOf is one v2 ethernets entry, in forms 22.4.2 renders right everywhere: gateway4/gateway6 for
+// default routes (never "to: default" or "::/0"), no route metric. 22.4.2 hangs all v2 routes on the first
+// subnet it derives (dhcp4, dhcp6, then addresses: network_state.py _v2_to_v1_ipcfg), and network-manager
+// files them under that subnet's family: the routes' family comes first; both families cannot be expressed.
 func v2EthernetOf(p *nicPlan) (v2Ethernet, error) {
 	e := v2Ethernet{Match: v2Match{MACAddress: p.mac.String()}, SetName: p.name, MTU: p.mtu, DHCP4: p.dhcp4, DHCP6: p.dhcp6}
 	addresses := p.static
 	if len(p.routes) > 0 {
 		rf := model.FamilyOf(p.routes[0].Dest.Addr())
-		if len(p.routesOf(rf)) != len(p.routes) {
+		if slices.ContainsFunc(p.routes, func(r model.Route) bool { return model.FamilyOf(r.Dest.Addr()) != rf }) {
 			return e, fmt.Errorf("cloud-init v2 config for interface %q: routes of both IP families cannot be rendered correctly by cloud-init 22.4.2 from v2 (use network-config v1)", p.iface)
 		}
 		switch {
@@ -143,8 +137,17 @@ func v2EthernetOf(p *nicPlan) (v2Ethernet, error) {
 			if rf != first {
 				return e, fmt.Errorf("cloud-init v2 config for interface %q: IPv%d routes on a NIC whose first subnet is IPv%d DHCP cannot be rendered correctly by cloud-init 22.4.2 from v2 (use network-config v1)", p.iface, rf, first)
 			}
-		default:
-			addresses = append(p.staticOf(rf), p.staticOf(otherFamily(rf))...)
+		default: // the routes' family first
+			var other []netip.Prefix
+			addresses = nil
+			for _, a := range p.static {
+				if model.FamilyOf(a.Addr()) == rf {
+					addresses = append(addresses, a)
+				} else {
+					other = append(other, a)
+				}
+			}
+			addresses = append(addresses, other...)
 		}
 	}
 	for _, a := range addresses {
@@ -165,18 +168,10 @@ func v2EthernetOf(p *nicPlan) (v2Ethernet, error) {
 	return e, nil
 }
 
-func otherFamily(f model.Family) model.Family {
-	if f == model.IPv4 {
-		return model.IPv6
-	}
-	return model.IPv4
-}
-
-// MergeNoCloud merges our config for ifaces into the user's NoCloud network-config. It keeps the user's
-// version (v1 or v2: cloud-init reads one version per document) and their optional top-level "network:"
-// wrapper (stages.py _remove_top_level_network_key); with no user data it renders v1. A user entry that
-// configures one of our NICs (same MAC, case-insensitive, or same name) wins and ours for that NIC is left
-// out; everything of theirs is re-emitted from the parsed document, unknown keys and comments included.
+// MergeNoCloud merges our config for ifaces into the user's NoCloud network-config, in the user's version
+// (cloud-init reads one per document), under their "network:" wrapper if any; with no user data it renders
+// v1. A user entry that configures one of our NICs (same MAC, case-insensitive, or same name) wins; all of
+// theirs is re-emitted from the parsed document, unknown keys and comments included.
 func MergeNoCloud(user []byte, ifaces []model.BoundInterface) ([]byte, error) {
 	return mergeOnce(formats[dataSourceNoCloud], user, ifaces)
 }
@@ -190,18 +185,17 @@ func renderV1(plans []nicPlan) ([]byte, error) {
 	return marshalJSON(c, true)
 }
 
-// noCloudUser is the user's NoCloud network-config, parsed: the document (re-emitted after the merge),
-// the node our entries go into, and the MACs and names of the NICs the user configures.
+// noCloudUser is the user's NoCloud network-config, parsed: the document, the node our entries go into,
+// and the MACs and names of the NICs the user configures.
 type noCloudUser struct {
-	doc         *yaml.Node
-	into        *yaml.Node
+	doc, into   *yaml.Node
 	version     noCloudVersion
 	mb          *mergeBudget
 	macs, names []string
 }
 
 // noCloudVersion is what one network-config version means for the merge: where the user's NICs are
-// listed (the node ours go into, and the MACs and names theirs configure), and how one of ours is added.
+// listed, and how one of ours is added.
 type noCloudVersion struct {
 	userNICs func(body *yaml.Node, mb *mergeBudget) (into *yaml.Node, macs, names []string, err error)
 	add      func(into *yaml.Node, p *nicPlan) error
@@ -213,24 +207,17 @@ var noCloudVersions = map[string]noCloudVersion{
 	"2": {userNICs: v2UserNICs, add: v2Add},
 }
 
-// parseNoCloud parses the user's network-config (not blank) within the limits and finds the NICs it
-// configures; nil, nil when it configures nothing (only comments, or null). Errors name the source.
+// parseNoCloud parses the user's network-config (not blank) within the limits; nil, nil when it
+// configures nothing (only comments, or null).
 func parseNoCloud(user []byte) (userNetwork, error) {
-	if err := checkYAMLSize(user); err != nil {
-		return nil, fmt.Errorf("noCloud networkData: %w", err)
-	}
-	doc, err := decodeYAML(user)
+	doc, err := decodeYAMLWithinLimits(user)
 	if err != nil {
 		return nil, fmt.Errorf("noCloud networkData: %w", err)
 	}
 	if doc == nil {
 		return nil, nil
 	}
-	if err := checkYAMLTree(doc); err != nil {
-		return nil, fmt.Errorf("noCloud networkData: %w", err)
-	}
 	mb := newMergeBudget()
-	lookup := mb.lookup
 	body := resolve(doc.Content[0])
 	if body.Kind == yaml.ScalarNode && body.Tag == "!!null" {
 		return nil, nil
@@ -238,25 +225,21 @@ func parseNoCloud(user []byte) (userNetwork, error) {
 	if body.Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("noCloud networkData: top level is not a mapping")
 	}
-	if wrapped := lookup(body, "network"); wrapped != nil {
-		body = resolve(wrapped)
-		if body == nil || body.Kind != yaml.MappingNode {
+	if wrapped := mb.lookup(body, "network"); wrapped != nil {
+		if body = resolve(wrapped); body == nil || body.Kind != yaml.MappingNode {
 			return nil, fmt.Errorf("noCloud networkData: \"network\" is not a mapping")
 		}
 	}
-	if v, ok := scalar(lookup(body, "config")); ok && v == "disabled" {
+	if v, ok := scalar(mb.lookup(body, "config")); ok && v == "disabled" {
 		return nil, fmt.Errorf("noCloud networkData disables networking (config: disabled): cannot add the interfaces bound to this plugin")
 	}
-	vn := resolve(lookup(body, "version"))
-	var version noCloudVersion
-	known := false
-	if vn != nil && vn.Kind == yaml.ScalarNode && vn.ShortTag() == "!!int" {
-		version, known = noCloudVersions[vn.Value]
-	}
-	if !known {
+	vn := resolve(mb.lookup(body, "version"))
+	v, isScalar := scalar(vn)
+	version, known := noCloudVersions[v]
+	if !known || vn.ShortTag() != "!!int" {
 		got := "none"
-		if v, ok := scalar(vn); ok {
-			got = fmt.Sprintf("%q", v)
+		if isScalar {
+			got = strconv.Quote(v)
 		}
 		return nil, fmt.Errorf("noCloud networkData: version must be 1 or 2, got %s", got)
 	}
@@ -269,34 +252,30 @@ func parseNoCloud(user []byte) (userNetwork, error) {
 
 func (u *noCloudUser) keys() (macs, names []string) { return u.macs, u.names }
 
-// merge adds ours for the NICs the user does not configure and re-emits the document; once only.
-func (u *noCloudUser) merge(plans []nicPlan) ([]byte, error) {
-	var err error
-	for i := range plans {
-		if err == nil && !configuredByUser(&plans[i], u.macs, u.names) {
-			err = u.version.add(u.into, &plans[i])
-		}
+// merge adds ours and re-emits the document; once only.
+func (u *noCloudUser) merge(ours []nicPlan) (out []byte, err error) {
+	for i := 0; i < len(ours) && err == nil; i++ {
+		err = u.version.add(u.into, &ours[i])
 	}
 	if err == nil && u.mb.exceeded() {
 		err = fmt.Errorf("YAML merge keys (<<) make the merge visit more than %d mappings", MaxMergeExpansion)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("noCloud networkData: %w", err)
+	if err == nil {
+		out, err = encodeYAML(u.doc)
 	}
-	out, err := encodeYAML(u.doc)
 	if err != nil {
 		return nil, fmt.Errorf("noCloud networkData: %w", err)
 	}
 	return out, nil
 }
 
-// collection returns the list or mapping under key in mapping m, creating it (or replacing a null) when absent.
+// collection returns the list or mapping under key in mapping m, made when absent or null.
 func collection(m *yaml.Node, key string, kind yaml.Kind, tag string, mb *mergeBudget) (*yaml.Node, error) {
 	n := resolve(mb.lookup(m, key))
 	switch {
 	case n == nil:
 		n = &yaml.Node{Kind: kind, Tag: tag}
-		set(m, key, n)
+		m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, n) // our key: plain
 	case n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null":
 		n.Kind, n.Tag, n.Value, n.Style = kind, tag, "", 0
 	case n.Kind != kind:
@@ -305,13 +284,19 @@ func collection(m *yaml.Node, key string, kind yaml.Kind, tag string, mb *mergeB
 	return n, nil
 }
 
-// v1UserNICs finds, in a v1 body, the "config" list (made when absent) and the NICs its entries configure.
-func v1UserNICs(body *yaml.Node, mb *mergeBudget) (*yaml.Node, []string, []string, error) {
-	config, err := collection(body, "config", yaml.SequenceNode, "!!seq", mb)
-	if err != nil {
+// v1UserNICs finds, in a v1 body, the "config" list and the MACs and names its entries configure.
+func v1UserNICs(body *yaml.Node, mb *mergeBudget) (config *yaml.Node, macs, names []string, err error) {
+	if config, err = collection(body, "config", yaml.SequenceNode, "!!seq", mb); err != nil {
 		return nil, nil, nil, err
 	}
-	macs, names := userNICsV1(config, mb.lookup)
+	for _, item := range config.Content {
+		if mac, ok := scalar(mb.lookup(item, "mac_address")); ok {
+			macs = append(macs, mac)
+		}
+		if name, ok := scalar(mb.lookup(item, "name")); ok {
+			names = append(names, name)
+		}
+	}
 	return config, macs, names, nil
 }
 
@@ -324,13 +309,33 @@ func v1Add(config *yaml.Node, p *nicPlan) error {
 	return nil
 }
 
-// v2UserNICs treats every mapping-valued top-level key (ethernets, bonds, vlans, bridges, ...) as a map
-// of interface IDs: netplan IDs share one namespace, so an ID equal to our name is a clash too. Ours go
-// into "ethernets" (made when absent).
-func v2UserNICs(body *yaml.Node, mb *mergeBudget) (*yaml.Node, []string, []string, error) {
-	macs, names := userNICsV2(body, mb.lookup)
-	ethernets, err := collection(body, "ethernets", yaml.MappingNode, "!!map", mb)
-	if err != nil {
+// v2UserNICs finds the MACs and names (IDs, set-name, match.name) every mapping-valued top-level section
+// of a v2 body configures (ethernets, bonds, vlans, bridges, ...: netplan IDs share one namespace, so an
+// ID equal to our name is a clash too), and "ethernets" (made when absent), where ours go.
+func v2UserNICs(body *yaml.Node, mb *mergeBudget) (ethernets *yaml.Node, macs, names []string, err error) {
+	for i := 0; i+1 < len(body.Content); i += 2 {
+		section := resolve(body.Content[i+1])
+		if section == nil || section.Kind != yaml.MappingNode {
+			continue
+		}
+		for j := 0; j+1 < len(section.Content); j += 2 {
+			if id, ok := scalar(section.Content[j]); ok {
+				names = append(names, id)
+			}
+			entry := section.Content[j+1]
+			if name, ok := scalar(mb.lookup(entry, "set-name")); ok {
+				names = append(names, name)
+			}
+			match := mb.lookup(entry, "match")
+			if mac, ok := scalar(mb.lookup(match, "macaddress")); ok {
+				macs = append(macs, mac)
+			}
+			if name, ok := scalar(mb.lookup(match, "name")); ok {
+				names = append(names, name)
+			}
+		}
+	}
+	if ethernets, err = collection(body, "ethernets", yaml.MappingNode, "!!map", mb); err != nil {
 		return nil, nil, nil, err
 	}
 	return ethernets, macs, names, nil
@@ -347,48 +352,4 @@ func v2Add(ethernets *yaml.Node, p *nicPlan) error {
 	}
 	ethernets.Content = append(ethernets.Content, quoted(p.name), entry) // the ID comes from data: quoted
 	return nil
-}
-
-// lookupFunc is lookup, or a mergeBudget's lookup that shares one budget across a document.
-type lookupFunc func(m *yaml.Node, key string) *yaml.Node
-
-// userNICsV1 returns the MACs and names the entries of a v1 "config" list configure.
-func userNICsV1(config *yaml.Node, lookup lookupFunc) (macs, names []string) {
-	for _, item := range config.Content {
-		if mac, ok := scalar(lookup(item, "mac_address")); ok {
-			macs = append(macs, mac)
-		}
-		if name, ok := scalar(lookup(item, "name")); ok {
-			names = append(names, name)
-		}
-	}
-	return macs, names
-}
-
-// userNICsV2 returns the MACs and names (IDs, set-name, match.name) every mapping-valued top-level
-// section of a v2 body configures.
-func userNICsV2(body *yaml.Node, lookup lookupFunc) (macs, names []string) {
-	for i := 0; i+1 < len(body.Content); i += 2 {
-		section := resolve(body.Content[i+1])
-		if section == nil || section.Kind != yaml.MappingNode {
-			continue
-		}
-		for j := 0; j+1 < len(section.Content); j += 2 {
-			if id, ok := scalar(section.Content[j]); ok {
-				names = append(names, id)
-			}
-			entry := section.Content[j+1]
-			if name, ok := scalar(lookup(entry, "set-name")); ok {
-				names = append(names, name)
-			}
-			match := lookup(entry, "match")
-			if mac, ok := scalar(lookup(match, "macaddress")); ok {
-				macs = append(macs, mac)
-			}
-			if name, ok := scalar(lookup(match, "name")); ok {
-				names = append(names, name)
-			}
-		}
-	}
-	return macs, names
 }

@@ -22,8 +22,8 @@ func WindowsNetworkScript(userNetworkData []byte, ifaces []model.BoundInterface)
 	if err != nil {
 		return "", err
 	}
-	macs, names := user.keys()
-	return windowsNetworkScript(plans, macs, names)
+	ours, _ := user.split(plans)
+	return windowsNetworkScript(ours)
 }
 
 // UserConfigured is Result.UserConfigured for the user's networkData of dataSource, through the steps

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
@@ -12,8 +13,8 @@ import (
 )
 
 // nicPlan is one bound interface reduced to what every output format needs, validated once so that the
-// renderers only arrange it. Families are kept apart because cloud-init attaches gateways and routes per
-// subnet and several 22.4.2 renderers go wrong when a route sits on a subnet of the other family.
+// renderers only arrange it. Families are kept apart: several 22.4.2 renderers go wrong when a route
+// sits on a subnet of the other family.
 type nicPlan struct {
 	iface string // VMI interface name, for error messages only
 	name  string // guest interface name (see guestName)
@@ -30,17 +31,6 @@ type nicPlan struct {
 	search      []string
 }
 
-// staticOf returns the static addresses of one family, in order.
-func (p *nicPlan) staticOf(f model.Family) []netip.Prefix {
-	var out []netip.Prefix
-	for _, a := range p.static {
-		if model.FamilyOf(a.Addr()) == f {
-			out = append(out, a)
-		}
-	}
-	return out
-}
-
 func (p *nicPlan) gateway(f model.Family) netip.Addr {
 	if f == model.IPv4 {
 		return p.gateway4
@@ -48,31 +38,16 @@ func (p *nicPlan) gateway(f model.Family) netip.Addr {
 	return p.gateway6
 }
 
-func (p *nicPlan) routesOf(f model.Family) []model.Route {
-	var out []model.Route
-	for _, r := range p.routes {
-		if model.FamilyOf(r.Dest.Addr()) == f {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
 // hasFamily reports whether the NIC gets an address of family f (static or DHCP).
 func (p *nicPlan) hasFamily(f model.Family) bool {
-	if f == model.IPv4 && p.dhcp4 || f == model.IPv6 && p.dhcp6 {
-		return true
-	}
-	return len(p.staticOf(f)) > 0
+	return f == model.IPv4 && p.dhcp4 || f == model.IPv6 && p.dhcp6 ||
+		slices.ContainsFunc(p.static, func(a netip.Prefix) bool { return model.FamilyOf(a.Addr()) == f })
 }
 
-// Guest interface names: Linux allows 15 bytes (IFNAMSIZ-1). We keep the VMI interface name when it is
-// short and made of safe characters, so the guest NIC is recognisable; otherwise, or when it looks like a
-// name the kernel or udev hands out (eth0, ens3, enp1s0, ...), which a rename could collide with, or one
-// the kernel refuses ("default" and "all" name the sysctl directories net.ipv4.conf.{all,default}:
-// `ip link set X name default` fails with EINVAL), the name is "vf" + 11 hex digits of
-// sha256(VMI interface name): stable across restarts and migrations. The checks are written by hand:
-// guestName runs for every NIC of every PreCloudInitIso call, where two regexps were 2% of the CPU.
+// guestName keeps the VMI interface name when it is a safe Linux name (15 bytes), so the guest NIC is
+// recognisable, unless it looks like a name the kernel or udev hands out (a rename could collide with it)
+// or one the kernel refuses ("default" and "all" name sysctl directories: EINVAL). Otherwise the name is
+// "vf" + 11 hex digits of sha256(VMI interface name): stable across restarts and migrations.
 func guestName(vmiIface string) string {
 	if isSafeIfname(vmiIface) && !looksKernelAssigned(vmiIface) && !strings.HasPrefix(vmiIface, "vf") {
 		return vmiIface
@@ -97,7 +72,7 @@ func isSafeIfname(s string) bool {
 		return false
 	}
 	for i := 1; i < len(s); i++ {
-		if c := s[i]; !isLetter(c) && !('0' <= c && c <= '9') && c != '_' && c != '-' {
+		if !isIfnameByte(s[i]) {
 			return false
 		}
 	}
@@ -106,29 +81,19 @@ func isSafeIfname(s string) bool {
 
 func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
 
-// kernelNamePrefixes start the names the kernel and udev hand out; kernelNames are refused or taken.
-var (
-	kernelNamePrefixes = [...]string{"eth", "en", "wl", "ww", "ib", "sl", "bond", "veth", "tap", "tun", "br"}
-	kernelNames        = [...]string{"lo", "all", "default"}
-)
+func isIfnameByte(c byte) bool { return isLetter(c) || '0' <= c && c <= '9' || c == '_' || c == '-' }
 
-// looksKernelAssigned reports whether s is one of kernelNames or starts with a kernelNamePrefixes entry.
+// kernelNamePrefixes start the names the kernel and udev hand out.
+var kernelNamePrefixes = [...]string{"eth", "en", "wl", "ww", "ib", "sl", "bond", "veth", "tap", "tun", "br"}
+
+// looksKernelAssigned reports whether s starts with a kernelNamePrefixes entry or is a name the kernel
+// refuses or has taken.
 func looksKernelAssigned(s string) bool {
-	for _, p := range kernelNamePrefixes {
-		if strings.HasPrefix(s, p) {
-			return true
-		}
-	}
-	for _, n := range kernelNames {
-		if s == n {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(kernelNamePrefixes[:], func(p string) bool { return strings.HasPrefix(s, p) }) ||
+		slices.Contains([]string{"lo", "all", "default"}, s)
 }
 
-// checkAddr is the cloud-init renderers' own precondition on an address the model gives them: the
-// model has applied netval.CheckUnicast, and this only keeps forms no renderer can write out of the files.
+// checkAddr keeps forms no renderer can write out of the files (the model has applied netval.CheckUnicast).
 func checkAddr(a netip.Addr) error {
 	switch {
 	case !a.IsValid():
@@ -165,11 +130,13 @@ func planNICs(ifaces []model.BoundInterface) ([]nicPlan, error) {
 	return plans, nil
 }
 
-// planNIC validates one interface and reduces it to a plan, step by step; each step reads the interface
-// and what the steps before it planned.
+// planNIC validates one interface and reduces it to a plan, step by step.
 func planNIC(b *model.BoundInterface) (nicPlan, error) {
-	p := nicPlan{iface: b.Name, name: guestNameOf(b), mtu: b.MTU}
-	if err := p.planLink(b); err != nil {
+	p := nicPlan{iface: b.Name, name: guestNameOf(b), mac: b.MAC, mtu: b.MTU}
+	if b.MAC.IsZero() {
+		return p, fmt.Errorf("no MAC address from any source (VMI macAddress, network-status, pod-networks): cloud-init can only match the NIC by MAC")
+	}
+	if err := netval.CheckMTU(b.MTU); err != nil {
 		return p, err
 	}
 	present, err := addressFamilies(b.Addresses)
@@ -186,15 +153,6 @@ func planNIC(b *model.BoundInterface) (nicPlan, error) {
 		return p, err
 	}
 	return p, p.planDNS(b.DNS)
-}
-
-// planLink checks what the link itself needs: a 48-bit MAC to match the NIC by, and an MTU in range.
-func (p *nicPlan) planLink(b *model.BoundInterface) error {
-	if b.MAC.IsZero() {
-		return fmt.Errorf("no MAC address from any source (VMI macAddress, network-status, pod-networks): cloud-init can only match the NIC by MAC")
-	}
-	p.mac = b.MAC
-	return netval.CheckMTU(b.MTU)
 }
 
 // addressFamilies validates the interface's addresses and says which families they cover.
@@ -234,29 +192,23 @@ func (p *nicPlan) planGateways(gateways []netip.Addr) error {
 	return nil
 }
 
-// planAddressing decides between DHCP and static addresses; a static gateway needs an address of its
-// family to hang the default route on.
+// planAddressing decides between DHCP and static addresses; a gateway needs an address of its family to
+// hang the default route on.
 func (p *nicPlan) planAddressing(b *model.BoundInterface, present map[model.Family]bool) error {
 	if b.DHCP {
-		// pod-networks ipam_mode "dhcp" (OKEP-6224, ovn-kubernetes #6666) is IPv4 only: the guest runs
-		// DHCPv4 on the NIC, and the DHCP server supplies its IPv4 address, default route and DNS (the IPv4
-		// addresses the model knows are the lease ovnkube-node discovered: they go to the interface cache,
-		// not into the guest). An IPv6 address the model knows is configured statically as given, with its
-		// gateway, like a static NIC's. The pod NIC (model.FindPodNIC) has no addresses: DHCPv4 only, as
-		// cloud-init's fallback.
-		p.dhcp4 = true
-		p.gateway4 = netip.Addr{}
+		// pod-networks ipam_mode "dhcp" (OKEP-6224) is IPv4 only: the DHCP server supplies the IPv4
+		// address, default route and DNS (the IPv4 addresses the model knows are the lease, for the
+		// interface cache). An IPv6 address is configured statically, as on a static NIC. The pod NIC
+		// (model.FindPodNIC) has no addresses: DHCPv4 only, as cloud-init's fallback.
+		p.dhcp4, p.gateway4 = true, netip.Addr{}
 		for _, a := range b.Addresses {
 			if model.FamilyOf(a.Addr()) == model.IPv6 {
 				p.static = append(p.static, a)
 			}
 		}
-		if p.gateway6.IsValid() && !present[model.IPv6] {
-			return fmt.Errorf("IPv6 gateway %s but no IPv6 address to attach the default route to", p.gateway6)
-		}
-		return nil
+	} else {
+		p.static = append([]netip.Prefix(nil), b.Addresses...)
 	}
-	p.static = append([]netip.Prefix(nil), b.Addresses...)
 	for _, f := range []model.Family{model.IPv4, model.IPv6} {
 		if p.gateway(f).IsValid() && !present[f] {
 			return fmt.Errorf("IPv%d gateway %s but no IPv%d address to attach the default route to", f, p.gateway(f), f)
@@ -278,35 +230,32 @@ func (p *nicPlan) planRoutes(routes []model.Route) error {
 		if hop.IsValid() && hop.IsUnspecified() {
 			hop = netip.Addr{} // 0.0.0.0 or ::: on-link, as no next hop
 		}
-		if r.Dest.Addr().Is4In6() {
-			if hop.IsValid() {
-				if err := checkAddr(hop); err != nil {
-					return fmt.Errorf("route %s next hop: %w", r.Dest, err)
-				}
-				return fmt.Errorf("route %s via %s mixes address families", r.Dest, hop)
-			}
-			return fmt.Errorf("route %s: IPv4-mapped IPv6 destination", r.Dest)
-		}
-		f := model.FamilyOf(r.Dest.Addr())
 		if hop.IsValid() {
 			if err := checkAddr(hop); err != nil {
 				return fmt.Errorf("route %s next hop: %w", r.Dest, err)
 			}
-			if model.FamilyOf(hop) != f {
-				return fmt.Errorf("route %s via %s mixes address families", r.Dest, hop)
-			}
+		}
+		if r.Dest.Addr().Is4In6() && !hop.IsValid() {
+			return fmt.Errorf("route %s: IPv4-mapped IPv6 destination", r.Dest)
+		}
+		f := model.FamilyOf(r.Dest.Addr())
+		if hop.IsValid() && (r.Dest.Addr().Is4In6() || model.FamilyOf(hop) != f) {
+			return fmt.Errorf("route %s via %s mixes address families", r.Dest, hop)
 		}
 		if !p.hasFamily(f) {
-			return fmt.Errorf("route %s via %s but the interface has no IPv%d address", r.Dest, viaText(hop), f)
+			via := "on-link"
+			if hop.IsValid() {
+				via = hop.String()
+			}
+			return fmt.Errorf("route %s via %s but the interface has no IPv%d address", r.Dest, via, f)
 		}
 		p.routes = append(p.routes, model.Route{Dest: r.Dest.Masked(), NextHop: hop})
 	}
 	return nil
 }
 
-// planDNS takes nameservers and search domains for a NIC with static addresses: DNS is per subnet in
-// cloud-init; DHCP NICs take it from the DHCP server (a static IPv6 beside DHCPv4 included: the server's
-// answer would otherwise be overridden where DNS is per adapter, as on Windows), and a NIC without
+// planDNS takes nameservers and search domains for a NIC with static addresses only: DHCP NICs take DNS
+// from the server (where DNS is per adapter, as on Windows, ours would override it), and a NIC without
 // addresses has no subnet to carry it.
 func (p *nicPlan) planDNS(dns model.DNS) error {
 	if len(p.static) == 0 || p.dhcp4 {
@@ -328,8 +277,7 @@ func (p *nicPlan) planDNS(dns model.DNS) error {
 	}
 	seenDomain := map[string]bool{}
 	for _, d := range domains {
-		// The DNS-name rule keeps separators out of the files cloud-init renders (resolv.conf, ifcfg,
-		// .network) even though our YAML/JSON quoting is safe.
+		// Keeps separators out of the files cloud-init renders (resolv.conf, ifcfg, .network).
 		if !netval.ValidDNSName(d) {
 			return fmt.Errorf("DNS search domain %q is not a valid domain name", d)
 		}
@@ -341,31 +289,23 @@ func (p *nicPlan) planDNS(dns model.DNS) error {
 	return nil
 }
 
-// onLinkGateway is the gateway text of a route with no next hop (on-link). cloud-init 22.4.2 has no
-// on-link form: every renderer reads a route's "gateway" (eni.py _render_route and sysconfig.py raise
-// KeyError without one), so the unspecified address stands for "none". networkd (Gateway=0.0.0.0, a null
-// gateway adds no RTA_GATEWAY), network-manager (route1=<dest>,0.0.0.0) and sysconfig for IPv4
-// (`ip route add <dest> via 0.0.0.0 dev <nic>`) read it as on-link; the eni renderer's
-// `route add ... gw 0.0.0.0` and sysconfig's IPv6 `via ::` are refused by the kernel, so there the route
-// is missing (docs/guests.md).
-func onLinkGateway(f model.Family) string {
+// unspecified is the unspecified address of f: the network of a default route, and the gateway text of a
+// route with no next hop (on-link). cloud-init 22.4.2 has no on-link form: every renderer reads a route's
+// "gateway" (eni.py _render_route and sysconfig.py raise KeyError without one). networkd, network-manager
+// and sysconfig for IPv4 read the unspecified address as on-link; the eni renderer's `route add ... gw
+// 0.0.0.0` and sysconfig's IPv6 `via ::` are refused by the kernel, so there the route is missing
+// (docs/guests.md).
+func unspecified(f model.Family) string {
 	if f == model.IPv4 {
 		return "0.0.0.0"
 	}
 	return "::"
 }
 
-// routeGateway is the gateway text cloud-init gets for r: its next hop, or onLinkGateway.
+// routeGateway is the gateway text cloud-init gets for r: its next hop, or the unspecified address.
 func routeGateway(r model.Route) string {
 	if r.NextHop.IsValid() {
 		return r.NextHop.String()
 	}
-	return onLinkGateway(model.FamilyOf(r.Dest.Addr()))
-}
-
-func viaText(hop netip.Addr) string {
-	if hop.IsValid() {
-		return hop.String()
-	}
-	return "on-link"
+	return unspecified(model.FamilyOf(r.Dest.Addr()))
 }

@@ -15,24 +15,20 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 )
 
-// Checks on the user's data before our parts join it: what is already ours, what the user
-// overrides, and what reached us mangled.
-
 // Warning codes ApplyOptions.Warn receives.
 const (
 	// WarnUserDropInWins: the user's write_files writes configDriveDropInPath; theirs is kept, ours left out.
 	WarnUserDropInWins = "user-drop-in-wins"
-	// WarnUserDataReplacementChars: the user data holds U+FFFD, which is what KubeVirt's JSON encoding
-	// makes of bytes that are not UTF-8 (Latin-1 text, binary): the original bytes are lost before us.
+	// WarnUserDataReplacementChars: the user data holds U+FFFD (checkUserDataEncoding).
 	WarnUserDataReplacementChars = "user-data-not-utf8"
 )
 
 // ourMessagePrefix starts every MIME message composeUserData writes.
 const ourMessagePrefix = "Content-Type: multipart/mixed; boundary=\"==sriov-udn-binding-"
 
-// carriesOurPart reports whether userData is what composeUserData returns already: exactly one of our
-// lone cloud-configs, or a MIME message of ours (our first header line, our boundary) with a part whose
-// headers name one of our files. A user's text that merely mentions a file name is not ours.
+// carriesOurPart reports whether userData is what composeUserData returns already: one of our lone
+// cloud-configs, or a MIME message of ours with a part whose headers name one of our files (a user's text
+// that merely mentions a file name is not ours).
 func carriesOurPart(userData string) bool {
 	if userData == networkEveryBootNoCloud || userData == networkEveryBootConfigDrive {
 		return true
@@ -40,16 +36,12 @@ func carriesOurPart(userData string) bool {
 	if !strings.HasPrefix(userData, ourMessagePrefix) {
 		return false
 	}
-	first, _, ok := strings.Cut(userData, "\n")
-	if !ok {
-		return false
-	}
+	first, _, _ := strings.Cut(userData, "\n")
 	boundary := strings.TrimSuffix(strings.TrimPrefix(first, `Content-Type: multipart/mixed; boundary="`), `"`)
-	if boundary == first || strings.ContainsAny(boundary, "\"\r") {
+	if strings.ContainsAny(boundary, "\"\r") {
 		return false
 	}
-	// The boundary occurs nowhere in the user's data (mimeBoundary), so every delimiter line is ours and
-	// so is the header block after it.
+	// The boundary occurs nowhere in the user's data (mimeBoundary): every delimiter line is ours.
 	for _, part := range strings.Split(userData, "\n--"+boundary+"\n")[1:] {
 		headers, _, _ := strings.Cut(part, "\n\n")
 		for _, name := range []string{networkEveryBootFile, WindowsNetworkScriptFilename} {
@@ -61,9 +53,8 @@ func carriesOurPart(userData string) bool {
 	return false
 }
 
-// userWritesDropIn reports whether a cloud-config of the user's (the whole user data, or a text/cloud-config
-// part of their MIME message) has a write_files entry for configDriveDropInPath: cloud-init would write
-// both entries, the later one last, so ours would silently replace theirs.
+// userWritesDropIn reports whether a cloud-config of the user's has a write_files entry for
+// configDriveDropInPath: cloud-init would write both, ours last, silently replacing theirs.
 func userWritesDropIn(userData string) bool {
 	if !isMIME(userData) && !strings.Contains(userData, path.Base(configDriveDropInPath)) {
 		return false // cheap: the entry's path names the file (YAML escapes aside); a MIME part may be base64
@@ -116,7 +107,15 @@ func cloudConfigParts(contentType string, body io.Reader, depth int) []string {
 		var r io.Reader = p
 		switch strings.ToLower(p.Header.Get("Content-Transfer-Encoding")) {
 		case "base64":
-			r = base64LinesReader(p)
+			raw, err := io.ReadAll(io.LimitReader(p, 2*MaxNetworkDataBytes))
+			if err != nil {
+				continue
+			}
+			dec, err := decodeBase64Lines(string(raw))
+			if err != nil {
+				continue
+			}
+			r = bytes.NewReader(dec)
 		case "quoted-printable":
 			r = quotedprintable.NewReader(p)
 		}
@@ -135,58 +134,33 @@ func cloudConfigParts(contentType string, body io.Reader, depth int) []string {
 	}
 }
 
-func base64LinesReader(r io.Reader) io.Reader {
-	raw, err := io.ReadAll(io.LimitReader(r, 2*MaxNetworkDataBytes))
-	if err != nil {
-		return bytes.NewReader(nil)
-	}
-	dec, err := decodeBase64Lines(string(raw))
-	if err != nil {
-		return bytes.NewReader(nil)
-	}
-	return bytes.NewReader(dec)
-}
-
 // writesPath reports whether cloud-config cc has a write_files entry whose path is p. A document past
-// the networkData limits, or one that does not parse, writes nothing as far as we can tell (cloud-init
-// would not read it either).
+// the limits, or one that does not parse, writes nothing as far as we can tell.
 func writesPath(cc, p string) bool {
-	if checkYAMLSize([]byte(cc)) != nil {
+	doc, err := decodeYAMLWithinLimits([]byte(cc))
+	if err != nil || doc == nil {
 		return false
 	}
-	doc, err := decodeYAML([]byte(cc))
-	if err != nil || doc == nil || checkYAMLTree(doc) != nil {
-		return false
-	}
-	root := resolve(doc.Content[0])
-	if root == nil || root.Kind != yaml.MappingNode {
-		return false
-	}
-	files := resolve(lookup(root, "write_files"))
+	mb := newMergeBudget()
+	files := resolve(mb.lookup(doc.Content[0], "write_files"))
 	if files == nil || files.Kind != yaml.SequenceNode {
 		return false
 	}
 	for _, f := range files.Content {
-		f = resolve(f)
-		if f == nil || f.Kind != yaml.MappingNode {
-			continue
-		}
-		if v, ok := scalar(resolve(lookup(f, "path"))); ok && path.Clean(v) == p {
+		if v, ok := scalar(mb.lookup(f, "path")); ok && path.Clean(v) == p {
 			return true
 		}
 	}
 	return false
 }
 
-// gzipMangledPrefix is what gzip's magic (0x1f 0x8b, cloud-init user_data.py convert_string decompresses
-// on it) becomes in KubeVirt's hook call: encoding/json replaces the invalid byte 0x8b with U+FFFD
-// (pkg/hooks/manager.go preCloudInitIsoDataToJSON, json.Marshal).
+// gzipMangledPrefix is what gzip's magic (0x1f 0x8b) becomes in KubeVirt's hook call, whose JSON encoding
+// replaces the invalid byte 0x8b with U+FFFD (pkg/hooks/manager.go preCloudInitIsoDataToJSON).
 const gzipMangledPrefix = "\x1f\uFFFD"
 
 // checkUserDataEncoding refuses gzip-compressed user data, whose bytes KubeVirt's JSON encoding destroyed
-// (cloud-init would ignore what is left: the VM would boot without the user's config, silently), and
-// describes any other U+FFFD as a warning: it may be the user's own character, or a byte of Latin-1 text
-// KubeVirt replaced; either way the data goes on as received.
+// (the VM would boot without the user's config, silently), and describes any other U+FFFD as a warning:
+// the user's own character, or a byte that is not UTF-8 that KubeVirt replaced.
 func checkUserDataEncoding(userData string) (warning string, err error) {
 	if strings.HasPrefix(userData, gzipMangledPrefix) {
 		return "", fmt.Errorf("user data is gzip-compressed (it starts with gzip's magic, its second byte already " +

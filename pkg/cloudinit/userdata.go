@@ -8,24 +8,12 @@ import (
 )
 
 // Why the sidecar touches user data at all: KubeVirt keeps the guest's instance-id across VM restarts
-// (NoCloud: the firmware UUID; ConfigDrive: "<name>.<namespace>", pkg/cloud-init/cloud-init.go), and
-// cloud-init applies a datasource's network config only for a new instance unless told otherwise
-// (stages.py apply_network_config, sources/__init__.py default_update_events). A VM restarted onto a new
-// pod, whose VF has new addresses, would keep the first boot's rendered config. Per-instance modules
-// (users, SSH host keys, runcmd) must still run once, so the instance-id stays.
-//
-// NoCloud: the documented way, the "updates" key with the boot event, which NoCloud supports
-// (DataSource.supported_update_events). On a restart cloud-init reads it in its local stage from the
-// previous boot's /var/lib/cloud/instance/cloud-config.txt (helpers.py ConfigMerger).
-//
-// ConfigDrive: the boot event crashes cloud-init 22.4.2, our floor: update_metadata_if_supported sets the
-// datasource's _network_config to the UNSET sentinel string, and DataSourceConfigDrive.network_config
-// returns it because it tests only for None; apply_network_config then fails on every boot after the
-// first ("'str' object has no attribute 'get'", the bug canonical/cloud-init#1537 fixed for LXD and
-// #7067 reports for UpCloud). So on ConfigDrive a systemd drop-in makes cloud-init's local stage see no
-// previous instance-id (/var/lib/cloud/data/instance-id, stages.py previous_iid): the network config is
-// applied as for a new instance, while per-instance modules stay done (their semaphores live under
-// /var/lib/cloud/instances/<instance-id>/sem, which stays), and the file is written again in the same stage.
+// (pkg/cloud-init/cloud-init.go), and cloud-init applies a datasource's network config only for a new
+// instance unless told otherwise (stages.py apply_network_config): a VM restarted onto a new pod would
+// keep the first boot's addresses. NoCloud is told with the "updates" key and the boot event. On
+// ConfigDrive that event crashes cloud-init 22.4.2 (canonical/cloud-init#1537), so a systemd drop-in
+// makes the local stage see no previous instance-id (stages.py previous_iid): the network config is
+// applied as for a new instance, while per-instance modules stay done (their semaphores stay).
 
 // networkEveryBootFile names our part; the part's own headers (carriesOurPart) make composeUserData idempotent.
 const networkEveryBootFile = "sriov-udn-binding-network-every-boot.cfg"
@@ -43,8 +31,8 @@ const networkEveryBootNoCloudMerge = "dict(no_replace,recurse_dict)+list()+str()
 // configDriveDropInPath is where write_files puts it.
 const configDriveDropInPath = "/etc/systemd/system/cloud-init-local.service.d/50-sriov-udn-binding.conf"
 
-// networkEveryBootConfigDrive is the cloud-config we add for ConfigDrive (write_files runs once, at the
-// first boot, in the init stage: the drop-in acts from the second boot on).
+// networkEveryBootConfigDrive is the cloud-config we add for ConfigDrive (the drop-in acts from the
+// second boot on).
 const networkEveryBootConfigDrive = "#cloud-config\n" +
 	"# " + networkEveryBootFile + ": apply the config drive's network config at every boot, so a restarted VM gets its new pod's addresses\n" +
 	"write_files:\n" +
@@ -60,42 +48,19 @@ const networkEveryBootConfigDrive = "#cloud-config\n" +
 // through recurse_list) and replaces nothing of theirs.
 const networkEveryBootConfigDriveMerge = "dict(no_replace,recurse_list)+list(append)+str()"
 
-// everyBootPart returns our part's cloud-config and Merge-Type for a datasource.
-func everyBootPart(dataSource string) (config, mergeType string) {
-	if dataSource == dataSourceConfigDrive {
-		return networkEveryBootConfigDrive, networkEveryBootConfigDriveMerge
-	}
-	return networkEveryBootNoCloud, networkEveryBootNoCloudMerge
-}
-
-// withNetworkEveryBoot returns user data that makes cloud-init apply the network config of the datasource
-// ("noCloud" or "configDrive") at every boot, and otherwise does what userData did (composeUserData, with
-// no Windows script).
-func withNetworkEveryBoot(userData, dataSource string) string {
-	return composeUserData(userData, dataSource, "")
-}
-
-// composeUserData returns userData with our cloud-config part (everyBootPart) or, when windowsScript is
-// not empty (a Windows guest: cloudbase-init applies network_data.json on its own terms), the
-// cloudbase-init PowerShell part (windows.go) instead, as a MIME multipart that
-// both cloud-init and cloudbase-init read part by part:
-//   - user data that is empty or blank, with no script: our cloud-config alone, no MIME;
-//   - a MIME message (what cloud-init reads as one: "mime-version:" in its first 4096 bytes,
-//     user_data.py convert_string): nested unchanged, before ours;
-//   - anything else: one part, byte for byte (7bit when plain ASCII, else base64), whose Content-Type
-//     (and, for a script, file name) is what its first line means: cloud-init's own table
-//     (handlers/__init__.py INCLUSION_TYPES_MAP), so cloud-init picks the handler it picks for a whole
-//     user data (user_data.py _process_msg), and cloudbase-init's script headers, whose interpreter it
-//     picks by the part's file extension (userdataplugins/shellscript.py, fileexecutils.py);
-//   - user data that has no faithful form as a part (cloudbase-init's #ps1_x86, EC2 <powershell> tags,
-//     a PEM certificate it reads from the raw user data): returned unchanged, with neither part of ours.
-//
-// The script part comes first (cloudbase-init stops walking the parts after one that asks for a reboot),
-// our cloud-config last. The message starts with "Content-Type: multipart", the exact prefix
-// cloudbase-init tests (plugins/common/userdata.py). User data that already carries our part (by its MIME
-// headers, never a mention in the user's text: carriesOurPart) is returned unchanged.
+// composeUserData returns userData with our cloud-config part (networkEveryBoot*) or, for a Windows guest,
+// the cloudbase-init script part (windows.go) instead, as a MIME multipart that both cloud-init and
+// cloudbase-init read part by part. Blank user data with no script becomes our cloud-config alone; a
+// MIME message (isMIME) is nested unchanged; anything else becomes one part, byte for byte, typed by what
+// its first line means (userPartOf); user data with no faithful form, or that carries our part already
+// (carriesOurPart), is returned unchanged. The script part comes first (cloudbase-init stops walking the
+// parts after one that asks for a reboot), our cloud-config last. The message starts with "Content-Type:
+// multipart", the exact prefix cloudbase-init tests (plugins/common/userdata.py).
 func composeUserData(userData, dataSource, windowsScript string) string {
-	ours, mergeType := everyBootPart(dataSource)
+	ours, mergeType := networkEveryBootNoCloud, networkEveryBootNoCloudMerge
+	if dataSource == dataSourceConfigDrive {
+		ours, mergeType = networkEveryBootConfigDrive, networkEveryBootConfigDriveMerge
+	}
 	blank := strings.TrimSpace(userData) == ""
 	if blank && windowsScript == "" {
 		return ours
@@ -142,23 +107,23 @@ func composeUserData(userData, dataSource, windowsScript string) string {
 	return b.String()
 }
 
-// writeTextPart writes one part's headers and body, the body byte for byte.
+// writeTextPart writes one part's headers and body, byte for byte: as it is when plain ASCII, else base64
+// (Python's email package would decode a non-ASCII 7bit payload with raw-unicode-escape: mojibake).
 func writeTextPart(b *strings.Builder, contentType, filename, body string) {
+	plain := plainASCII(body)
+	encoding := "base64"
+	if plain {
+		encoding = "7bit"
+	}
 	b.WriteString("Content-Type: " + contentType + "; charset=\"utf-8\"\n")
-	if plainASCII(body) {
-		// Readable as it was. The line break before the next boundary belongs to the boundary
-		// (RFC 2046 5.1.1), so the part's body is exactly body.
-		b.WriteString("Content-Transfer-Encoding: 7bit\n")
-		b.WriteString("Content-Disposition: attachment; filename=\"" + filename + "\"\n\n")
+	b.WriteString("Content-Transfer-Encoding: " + encoding + "\n")
+	b.WriteString("Content-Disposition: attachment; filename=\"" + filename + "\"\n\n")
+	if plain {
 		b.WriteString(body)
 		b.WriteByte('\n')
-		return
+	} else {
+		writeBase64Lines(b, []byte(body))
 	}
-	// Python's email package decodes a non-ASCII 7bit/8bit payload with raw-unicode-escape
-	// (email/message.py get_payload), which cloud-init would then read as mojibake.
-	b.WriteString("Content-Transfer-Encoding: base64\n")
-	b.WriteString("Content-Disposition: attachment; filename=\"" + filename + "\"\n\n")
-	writeBase64Lines(b, []byte(body))
 }
 
 // userPart says how the user's data travels as a part.
@@ -168,9 +133,8 @@ type userPart struct {
 	filename    string
 }
 
-// userPartPrefixes map a user data's first characters (compared as cloud-init does: case-insensitive,
-// leading white space skipped) to its part, longest first. cloud-init's INCLUSION_TYPES_MAP, plus
-// cloudbase-init's script headers (its "#!" default is a shell script: ".sh").
+// userPartPrefixes map a user data's first characters (case-insensitive, leading white space skipped, as
+// cloud-init compares) to its part, longest first: INCLUSION_TYPES_MAP, and cloudbase-init's script headers.
 var userPartPrefixes = []struct{ prefix, contentType, filename string }{
 	{"#cloud-config-archive", "text/cloud-config-archive", "user-data"},
 	{"#!/usr/bin/env python", "text/x-shellscript", "user-data.py"},
@@ -187,7 +151,10 @@ var userPartPrefixes = []struct{ prefix, contentType, filename string }{
 	{"#!", "text/x-shellscript", "user-data.sh"},
 }
 
-// userPartOf says how userData travels as a part; ok is false when it has no faithful form.
+// userPartOf says how userData travels as a part: its Content-Type (and, for a script, file name) is what
+// its first line means to cloud-init (handlers/__init__.py INCLUSION_TYPES_MAP) and to cloudbase-init
+// (userdataplugins/shellscript.py picks the interpreter by the file extension). ok is false when it has
+// no faithful form: cloudbase-init's #ps1_x86, EC2 <powershell> tags, a PEM certificate it reads raw.
 func userPartOf(userData string) (userPart, bool) {
 	if isMIME(userData) {
 		return userPart{nested: true}, true
@@ -214,10 +181,9 @@ func firstBytes(s string, n int) string {
 	return s
 }
 
-// plainASCII reports whether s can travel as a 7bit MIME part unchanged and cheaply: ASCII, no carriage
-// returns (Python's parser treats a lone CR as a line end), and no control byte but tab and newline:
-// encoding/json writes each as a 6-byte \u00XX, so 1 MiB of them would make an answer of 6 MiB, past the
-// 4 MiB virt-launcher receives; base64 makes it 1.33 MiB.
+// plainASCII reports whether s can travel as a 7bit MIME part unchanged and cheaply: ASCII, no CR
+// (Python's parser treats a lone CR as a line end), and no control byte but tab and newline (each a
+// 6-byte \u00XX in JSON: 1 MiB of them would pass the 4 MiB answer virt-launcher receives).
 func plainASCII(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c >= 0x80 || (c < 0x20 && c != '\t' && c != '\n') {
@@ -227,19 +193,13 @@ func plainASCII(s string) bool {
 	return true
 }
 
-// isMIME is cloud-init's own test (user_data.py convert_string), after its gzip step. Gzip-compressed user
-// data does reach us, but mangled: KubeVirt's JSON encoding replaced its bytes with U+FFFD, and
-// checkUserDataEncoding refuses it before this is asked.
+// isMIME is cloud-init's own test (user_data.py convert_string), after its gzip step (gzip reaches us
+// mangled: checkUserDataEncoding refuses it).
 func isMIME(userData string) bool {
-	head := userData
-	if len(head) > 4096 {
-		head = head[:4096]
-	}
-	return strings.Contains(strings.ToLower(head), "mime-version:")
+	return strings.Contains(strings.ToLower(firstBytes(userData, 4096)), "mime-version:")
 }
 
-// mimeBoundary is a boundary that does not occur in userData: a hash of it, lengthened in the
-// (astronomically unlikely) case that it does.
+// mimeBoundary is a boundary that does not occur in userData: a hash of it, lengthened if it does.
 func mimeBoundary(userData string) string {
 	sum := sha256.Sum256([]byte(userData))
 	boundary := "==sriov-udn-binding-" + hex.EncodeToString(sum[:8]) + "=="

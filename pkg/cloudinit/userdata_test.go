@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// splitUserData reads user data made by withNetworkEveryBoot with Go's MIME reader and returns the
+// splitUserData reads user data made by composeUserData with Go's MIME reader and returns the
 // user's part (decoded; a nested MIME message as its raw text) and ours.
 func splitUserData(t *testing.T, userData string) (user, ours string) {
 	t.Helper()
@@ -68,7 +68,7 @@ func TestWithNetworkEveryBoot_KeepsEveryUserDataFormat(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out := withNetworkEveryBoot(tc.in, dataSourceNoCloud)
+			out := composeUserData(tc.in, dataSourceNoCloud, "")
 			if tc.wantUser == "" {
 				assert.Equal(t, networkEveryBootNoCloud, out)
 				return
@@ -76,7 +76,7 @@ func TestWithNetworkEveryBoot_KeepsEveryUserDataFormat(t *testing.T) {
 			user, ours := splitUserData(t, out)
 			assert.Equal(t, tc.wantUser, user)
 			assert.Equal(t, networkEveryBootNoCloud, ours)
-			assert.Equal(t, out, withNetworkEveryBoot(out, dataSourceNoCloud), "idempotent")
+			assert.Equal(t, out, composeUserData(out, dataSourceNoCloud, ""), "idempotent")
 		})
 	}
 }
@@ -172,7 +172,7 @@ func TestWithNetworkEveryBoot_CloudInitSeesTheUsersPartsAndOurUpdates(t *testing
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			parts, cc := cloudInitUserData(t, withNetworkEveryBoot(tc.in, dataSourceNoCloud))
+			parts, cc := cloudInitUserData(t, composeUserData(tc.in, dataSourceNoCloud, ""))
 			var types []string
 			for _, p := range parts {
 				types = append(types, strings.SplitN(p, ":", 2)[0])
@@ -292,7 +292,7 @@ func FuzzComposeUserData(f *testing.F) {
 func TestWithNetworkEveryBoot_ConfigDrive_CloudInitGetsTheDropInBesideTheUsersFiles(t *testing.T) {
 	requireNetConvert(t)
 	user := "#cloud-config\nwrite_files:\n- path: /etc/mine\n  content: x\nupdates:\n  network:\n    when: [boot-new-instance]\n"
-	_, cc := cloudInitUserData(t, withNetworkEveryBoot(user, dataSourceConfigDrive))
+	_, cc := cloudInitUserData(t, composeUserData(user, dataSourceConfigDrive, ""))
 	files, ok := cc["write_files"].([]any)
 	require.True(t, ok, "write_files: %v", cc["write_files"])
 	var paths []string
@@ -303,7 +303,7 @@ func TestWithNetworkEveryBoot_ConfigDrive_CloudInitGetsTheDropInBesideTheUsersFi
 	assert.Equal(t, map[string]any{"network": map[string]any{"when": []any{"boot-new-instance"}}}, cc["updates"], "the user's own key untouched")
 	assert.Contains(t, files[1].(map[string]any)["content"], "ExecStartPre=-/bin/rm -f /var/lib/cloud/data/instance-id")
 
-	_, cc = cloudInitUserData(t, withNetworkEveryBoot("", dataSourceConfigDrive))
+	_, cc = cloudInitUserData(t, composeUserData("", dataSourceConfigDrive, ""))
 	assert.Nil(t, cc["updates"], "no boot event on ConfigDrive: it crashes cloud-init 22.4.2")
 	require.Len(t, cc["write_files"], 1)
 }

@@ -2,7 +2,6 @@ package cloudinit
 
 import (
 	"fmt"
-	"net/netip"
 	"strconv"
 	"strings"
 
@@ -11,61 +10,39 @@ import (
 )
 
 // What cloudbase-init's NetworkConfigPlugin leaves out of network_data.json (cloudbase.go): routes other
-// than the default route (plugins/common/networkconfig.py passes only the default route on; cloudbase-init
-// issue #62), the IPv6 MTU (osutils/windows.py set_network_adapter_mtu runs `netsh interface ipv4 set
-// subinterface`), search domains (baseopenstackservice.py reads no dns_search), a second address of a family
-// (cloudbase.go ndStaticType), and, possibly, the IPv6 servers of a mixed DNS list (windows.py
-// _set_interface_dns writes the whole list through the adapter's first MSFT_DnsClientServerAddress, one
-// family's instance). WindowsNetworkScript applies those from a cloudbase-init user-data part.
+// than the default route (plugins/common/networkconfig.py; cloudbase-init issue #62), the IPv6 MTU
+// (osutils/windows.py set_network_adapter_mtu sets IPv4's only), search domains (baseopenstackservice.py
+// reads no dns_search), a second address of a family (cloudbase.go ndStaticType), and, possibly, the IPv6
+// servers of a mixed DNS list (windows.py _set_interface_dns writes it through one family's instance).
+// windowsNetworkScript applies those from a user-data part (composeUserData, userdata.go).
 //
 // The script is PowerShell built from a fixed text: every value in it is first checked against the
-// characters its kind can have (addresses, prefixes and MACs: hex digits, '.', ':', '-', '/'; search
-// domains: isDNSName) and then written as a single-quoted literal, which PowerShell does not expand. A
-// value that fails its check is an error, never written: the script runs as SYSTEM in the guest.
+// characters its kind can have and then written as a single-quoted literal, which PowerShell does not
+// expand. A value that fails its check is an error, never written: the script runs as SYSTEM.
 
-// How the script reaches cloudbase-init (plugins/common/userdata.py, userdataplugins/shellscript.py,
-// fileexecutils.py), for the user-data composer: only for DataSource configDrive and when
-// WindowsNetworkScriptRequested; as a MIME part "Content-Type: text/x-shellscript" with
-// "Content-Disposition: attachment; filename=" WindowsNetworkScriptFilename (the extension picks
-// PowerShell; a part without a filename fails), placed before the user's parts (a part that asks for a
-// reboot ends the walk over the parts); the whole user data must start with the bytes
-// "Content-Type: multipart" (userdata.py tests exactly that prefix, so no MIME-Version line first). A
-// non-MIME user data becomes a part of its own: "#cloud-config" as text/cloud-config; a script as
-// text/x-shellscript with the extension its first line means (#ps1/#ps1_sysnative .ps1, "rem cmd" .cmd,
-// #! .sh, "#!/usr/bin/env python" .py). User data that has no such faithful form (#ps1_x86, EC2
-// <powershell> tags, a PEM certificate that get_client_auth_certs reads from the raw user data) must not be
-// wrapped: leave it and the script out, and say so.
-
-// WindowsNetworkScriptAnnotation opts a VMI into the script: "true" or "false" (absent: false). Opt-in
-// because the part is for cloudbase-init only: cloud-init on a Linux guest would try to run it as a shell
-// script and log a failure.
+// WindowsNetworkScriptAnnotation opts a VMI into the script: "true" or "false" (absent: false). Opt-in:
+// cloud-init on a Linux guest would try to run it as a shell script and log a failure.
 const WindowsNetworkScriptAnnotation = "sriov-udn.kubevirt.io/windows-network-script"
 
-// WindowsNetworkScriptFilename is the filename the MIME part must carry: cloudbase-init's ShellScriptPlugin
-// (plugins/common/userdataplugins/shellscript.py) writes a text/x-shellscript part to a file of that name
-// and fileexecutils.exec_file picks the interpreter by its extension (".ps1": PowerShell, sysnative).
+// WindowsNetworkScriptFilename is the filename the MIME part must carry: cloudbase-init picks the
+// interpreter by its extension (userdataplugins/shellscript.py, fileexecutils.exec_file).
 const WindowsNetworkScriptFilename = "sriov-udn-network.ps1"
 
 // WindowsNetworkScriptRequested reads WindowsNetworkScriptAnnotation from the VMI's annotations.
 func WindowsNetworkScriptRequested(annotations map[string]string) (bool, error) {
-	v, ok := annotations[WindowsNetworkScriptAnnotation]
-	if !ok {
+	switch v, ok := annotations[WindowsNetworkScriptAnnotation]; {
+	case !ok || v == "false":
 		return false, nil
-	}
-	switch v {
-	case "true":
+	case v == "true":
 		return true, nil
-	case "false":
-		return false, nil
 	}
 	return false, fmt.Errorf("VMI annotation %s: must be \"true\" or \"false\"", WindowsNetworkScriptAnnotation)
 }
 
-// windowsScriptHeader defines the helpers the per-NIC sections call. cloudbase-init runs user data
-// once per instance, after NetworkConfigPlugin in its default plugin order (conf/default.py "plugins"); the
-// helpers are idempotent anyway, so a re-run (a plugin asking to run again at the next boot) changes
-// nothing. Exit codes 1001-1003 ask cloudbase-init for a reboot or a re-run (plugins/common/execcmd.py):
-// the script exits 0 or 1 only.
+// windowsScriptHeader defines the helpers the per-NIC sections call. cloudbase-init runs user data once
+// per instance, after NetworkConfigPlugin (conf/default.py "plugins"); the helpers are idempotent anyway.
+// Exit codes 1001-1003 ask cloudbase-init for a reboot or a re-run (plugins/common/execcmd.py): the
+// script exits 0 or 1 only.
 const windowsScriptHeader = `#ps1_sysnative
 # Generated by sriov-udn-binding: the network settings of the SR-IOV NICs that cloudbase-init does not
 # apply from network_data.json (non-default routes, IPv6 MTU, further addresses, DNS, search domains).
@@ -102,16 +79,12 @@ if ($failed) { exit 1 }
 exit 0
 `
 
-// windowsNetworkScript is WindowsNetworkScript on plans made and a network_data.json parsed once per
-// call (Input.Merge): macs and names are the links the user configures.
-func windowsNetworkScript(plans []nicPlan, macs, names []string) (string, error) {
+// windowsNetworkScript is the script for ours (UserNetwork.split); "" when no NIC needs one.
+func windowsNetworkScript(ours []nicPlan) (string, error) {
 	var body strings.Builder
-	for i := range plans {
-		if configuredByUser(&plans[i], macs, names) {
-			continue
-		}
-		if err := windowsNICSection(&body, &plans[i]); err != nil {
-			return "", fmt.Errorf("windows network script for interface %q: %w", plans[i].iface, err)
+	for i := range ours {
+		if err := windowsNICSection(&body, &ours[i]); err != nil {
+			return "", fmt.Errorf("windows network script for interface %q: %w", ours[i].iface, err)
 		}
 	}
 	if body.Len() == 0 {
@@ -120,8 +93,8 @@ func windowsNetworkScript(plans []nicPlan, macs, names []string) (string, error)
 	return windowsScriptHeader + body.String() + windowsScriptFooter, nil
 }
 
-// windowsNICSection writes one NIC's commands, inside try/catch so that one NIC's failure leaves the
-// others configured; nothing when the NIC needs nothing beyond network_data.json.
+// windowsNICSection writes one NIC's commands, if any, inside try/catch: one NIC's failure leaves the
+// others configured.
 func windowsNICSection(w *strings.Builder, p *nicPlan) error {
 	var cmds []string
 	primary := cloudbasePrimaries(p)
@@ -129,42 +102,32 @@ func windowsNICSection(w *strings.Builder, p *nicPlan) error {
 		if primary[model.FamilyOf(a.Addr())] == j {
 			continue // applied by cloudbase-init
 		}
-		addr, err := psAddr(a.Addr())
+		addr, err := psLiteral(a.Addr().String(), isAddrByte)
 		if err != nil {
 			return err
 		}
 		cmds = append(cmds, fmt.Sprintf("Add-SriovUdnAddress $idx %s %d", addr, a.Bits()))
 	}
 	for _, r := range p.routes {
-		dest, err := psPrefix(r.Dest)
+		// On-link: Windows, like cloud-init, writes the unspecified address as the next hop.
+		lits, err := psLiterals([]string{r.Dest.String(), routeGateway(r)}, isAddrByte)
 		if err != nil {
 			return err
 		}
-		via := r.NextHop
-		if !via.IsValid() { // on-link: Windows writes the unspecified address as the next hop
-			via = netip.IPv4Unspecified()
-			if r.Dest.Addr().Is6() {
-				via = netip.IPv6Unspecified()
-			}
-		}
-		hop, err := psAddr(via)
-		if err != nil {
-			return err
-		}
-		cmds = append(cmds, fmt.Sprintf("Add-SriovUdnRoute $idx %s %s", dest, hop))
+		cmds = append(cmds, fmt.Sprintf("Add-SriovUdnRoute $idx %s %s", lits[0], lits[1]))
 	}
 	if p.mtu > 0 && p.hasFamily(model.IPv6) {
 		cmds = append(cmds, "Set-NetIPInterface -InterfaceIndex $idx -AddressFamily IPv6 -NlMtuBytes "+strconv.Itoa(p.mtu))
 	}
 	if len(p.nameservers) > 0 {
-		list, err := psLiterals(p.nameservers, psAddr)
+		list, err := psLiterals(addrStrings(p.nameservers), isAddrByte)
 		if err != nil {
 			return err
 		}
 		cmds = append(cmds, "Set-DnsClientServerAddress -InterfaceIndex $idx -ServerAddresses @("+strings.Join(list, ", ")+")")
 	}
 	if len(p.search) > 0 {
-		list, err := psLiterals(p.search, psDomain)
+		list, err := psLiterals(p.search, isDomainByte)
 		if err != nil {
 			return err
 		}
@@ -176,12 +139,11 @@ func windowsNICSection(w *strings.Builder, p *nicPlan) error {
 	if len(cmds) == 0 {
 		return nil
 	}
-	mac := psMAC(p.mac)
 	name, err := psLiteral(p.name, isIfnameByte)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "try {\n    $idx = Find-SriovUdnAdapter %s\n", mac)
+	fmt.Fprintf(w, "try {\n    $idx = Find-SriovUdnAdapter %s\n", psMAC(p.mac))
 	for _, c := range cmds {
 		fmt.Fprintf(w, "    %s\n", c)
 	}
@@ -189,9 +151,8 @@ func windowsNICSection(w *strings.Builder, p *nicPlan) error {
 	return nil
 }
 
-// psLiteral returns s as a PowerShell single-quoted string after checking every byte with ok. ok never
-// admits a quote character (ASCII ' or, since ok sees bytes, any byte of the Unicode quotes PowerShell also
-// accepts), so no escaping is needed and none is attempted.
+// psLiteral returns s as a PowerShell single-quoted string after checking every byte with ok, which never
+// admits a quote character (nor any byte of the Unicode quotes PowerShell accepts): nothing to escape.
 func psLiteral(s string, ok func(byte) bool) (string, error) {
 	if s == "" {
 		return "", fmt.Errorf("empty value")
@@ -208,47 +169,26 @@ func isHexByte(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
-func isIfnameByte(c byte) bool {
-	return isLetter(c) || '0' <= c && c <= '9' || c == '_' || c == '-'
-}
+// isAddrByte admits what netip prints for an address or prefix without a zone (checkAddr refused zones).
+func isAddrByte(c byte) bool { return isHexByte(c) || c == '.' || c == ':' || c == '/' }
 
-// psAddr writes an address as netip prints it: hex digits, '.' and ':' (checkAddr refused zones).
-func psAddr(a netip.Addr) (string, error) {
-	if !a.IsValid() || a.Zone() != "" {
-		return "", fmt.Errorf("address %q cannot go into a script", a.String())
-	}
-	return psLiteral(a.String(), func(c byte) bool { return isHexByte(c) || c == '.' || c == ':' })
-}
+// isDomainByte admits the characters of a search domain (planDNS checked it is a DNS name).
+func isDomainByte(c byte) bool { return isIfnameByte(c) || c == '.' }
 
-func psPrefix(p netip.Prefix) (string, error) {
-	if !p.IsValid() || p.Addr().Zone() != "" {
-		return "", fmt.Errorf("prefix %q cannot go into a script", p.String())
-	}
-	return psLiteral(p.String(), func(c byte) bool { return isHexByte(c) || c == '.' || c == ':' || c == '/' })
-}
-
-// psMAC writes a plan's MAC ("02:00:00:aa:bb:01") as Get-NetAdapter shows it: "02-00-00-AA-BB-01".
-// Hex digits and dashes only, so the quoted literal needs no check.
+// psMAC writes a plan's MAC as Get-NetAdapter shows it ("02-00-00-AA-BB-01"): nothing to check.
 func psMAC(mac netval.MAC) string {
 	return "'" + strings.ToUpper(strings.ReplaceAll(mac.String(), ":", "-")) + "'"
 }
 
-// psLiterals renders every item with lit, failing on the first it refuses.
-func psLiterals[T any](items []T, lit func(T) (string, error)) ([]string, error) {
+// psLiterals writes every item as psLiteral does, failing on the first it refuses.
+func psLiterals(items []string, ok func(byte) bool) ([]string, error) {
 	out := make([]string, 0, len(items))
 	for _, item := range items {
-		s, err := lit(item)
+		s, err := psLiteral(item, ok)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, s)
 	}
 	return out, nil
-}
-
-func psDomain(d string) (string, error) {
-	if !netval.ValidDNSName(d) {
-		return "", fmt.Errorf("search domain %q is not a valid domain name", d)
-	}
-	return psLiteral(d, func(c byte) bool { return isIfnameByte(c) || c == '.' })
 }

@@ -202,8 +202,8 @@ func TestPSLiteral_AdmitsOnlyItsKindsCharacters(t *testing.T) {
 		{"unicode quote", "a\u2018b", func(s string) (string, error) { return psLiteral(s, isIfnameByte) }, ""},
 		{"newline", "a\nb", func(s string) (string, error) { return psLiteral(s, isIfnameByte) }, ""},
 		{"empty", "", func(s string) (string, error) { return psLiteral(s, isIfnameByte) }, ""},
-		{"domain", "svc.cluster.local", psDomain, "'svc.cluster.local'"},
-		{"domain with space", "svc cluster", psDomain, ""},
+		{"domain", "svc.cluster.local", func(s string) (string, error) { return psLiteral(s, isDomainByte) }, "'svc.cluster.local'"},
+		{"domain with space", "svc cluster", func(s string) (string, error) { return psLiteral(s, isDomainByte) }, ""},
 		{"MAC", "02:00:00:aa:bb:01", parsePSMAC, "'02-00-00-AA-BB-01'"},
 		{"MAC too long", "02:00:00:aa:bb:01:02", parsePSMAC, ""},
 	} {

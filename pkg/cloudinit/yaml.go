@@ -9,18 +9,15 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 )
 
-// What we render alone is JSON (marshalJSON): YAML that cloud-init's PyYAML reads with every string
-// quoted, so an unquoted MAC cannot become a base-60 integer nor a name like "yes" a bool, and encoding/json
-// is far cheaper than go.yaml.in/yaml/v3's emitter, which keeps every event of a document in memory
-// (BenchmarkRenderNetworkConfigV1 against BenchmarkMergeNoCloud). Merging
-// into the user's YAML goes through yaml.Node, because the user's document must come out as PyYAML (YAML
-// 1.1) read it: their keys, order, comments, anchors, and each scalar's style and tag (re-typed under
-// YAML 1.2, as a decode into Go values would, "dhcp4: yes" would change meaning), and every key we do not
-// model. Our entries join that tree as nodes the yaml library builds from the same structs (yamlNode).
+// What we render alone is JSON (marshalJSON): YAML that PyYAML reads with every string quoted, and far
+// cheaper than yaml.v3's emitter, which keeps every event of a document in memory. Merging into the
+// user's YAML goes through yaml.Node, so that their document comes out as PyYAML (YAML 1.1) read it: keys,
+// order, comments, anchors, each scalar's style and tag (decoded into Go values under YAML 1.2,
+// "dhcp4: yes" would change meaning), and every key we do not model.
 
 // yamlNode is v as a node tree for the user's document, every string double-quoted: the yaml library
-// writes plain what its own resolver reads as a string, and PyYAML's YAML 1.1 resolver is another (a plain
-// 52:54:00:12:34:56 is a base-60 integer to it), so no string of ours is left to either's guess.
+// writes plain what its YAML 1.2 resolver reads as a string, and to PyYAML a plain 52:54:00:12:34:56 is
+// a base-60 integer.
 func yamlNode(v any) (*yaml.Node, error) {
 	var n yaml.Node
 	if err := n.Encode(v); err != nil {
@@ -53,14 +50,8 @@ func quoted(s string) *yaml.Node {
 	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s, Style: yaml.DoubleQuotedStyle}
 }
 
-// set appends key: value to mapping m (keys we generate are fixed identifiers, emitted plain).
-func set(m *yaml.Node, key string, value *yaml.Node) {
-	m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, value)
-}
-
-// encodeYAML emits a document with 2-space indentation. The yaml library reports most failures by
-// panicking internally and recovering its own panics only; anything else is turned into an error here
-// so that hostile input can never crash the sidecar (restartPolicy Never).
+// encodeYAML emits a document with 2-space indentation. A panic the yaml library does not recover itself
+// becomes an error: hostile input must never crash the sidecar (restartPolicy Never).
 func encodeYAML(root *yaml.Node) (out []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -95,8 +86,7 @@ func spellOutEmptyNulls(n *yaml.Node, seen map[*yaml.Node]bool) {
 	}
 }
 
-// decodeYAML parses exactly one YAML document. It returns a nil node for an empty document (only
-// whitespace or comments), and an error for a second document, which PyYAML's safe_load rejects.
+// decodeYAML parses exactly one YAML document (PyYAML's safe_load rejects a second); nil when it is empty.
 func decodeYAML(data []byte) (doc *yaml.Node, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -131,35 +121,22 @@ func resolve(n *yaml.Node) *yaml.Node {
 	return n
 }
 
-// lookup returns the value of key in mapping m, following aliases and YAML merge keys ("<<") the way
-// PyYAML does (an explicit key wins over merged ones). nil when absent or m is no mapping. Each mapping is
-// visited once and at most maxMergeVisits of them per lookup, so that nested merge keys in hostile input
-// cannot make the work exponential. The merge itself uses a mergeBudget, shared by every lookup of
-// one document.
-func lookup(m *yaml.Node, key string) *yaml.Node {
-	budget := maxMergeVisits
-	return lookupIn(m, key, nil, &budget)
-}
-
-const maxMergeVisits = 1000
-
-// mergeBudget bounds the mappings that merge keys make all lookups of one document visit together
-// (MaxMergeExpansion): with a per-lookup bound alone, a chain of merges costs time quadratic in its length.
+// mergeBudget looks keys up in the mappings of one document, following aliases and YAML merge keys
+// ("<<") as PyYAML does (an explicit key wins over merged ones). left bounds the merged mappings all
+// lookups of the document visit (MaxMergeExpansion), and a lookup visits a mapping once: merges of
+// merges cannot make the work exponential, nor a chain of them quadratic.
 type mergeBudget struct{ left int }
 
 func newMergeBudget() *mergeBudget { return &mergeBudget{left: MaxMergeExpansion} }
 
-func (b *mergeBudget) lookup(m *yaml.Node, key string) *yaml.Node {
-	return lookupIn(m, key, nil, &b.left)
-}
-
 // exceeded reports whether a lookup was cut short; its answer may then be wrong.
 func (b *mergeBudget) exceeded() bool { return b.left < 0 }
 
-// lookupIn looks key up in m and then in what m merges. visited (allocated on the first merge key)
-// keeps each mapping to one visit; budget counts merged mappings visited and goes negative when a
-// visit is refused.
-func lookupIn(m *yaml.Node, key string, visited map[*yaml.Node]bool, budget *int) *yaml.Node {
+// lookup returns the value of key in mapping m; nil when absent or m is no mapping.
+func (b *mergeBudget) lookup(m *yaml.Node, key string) *yaml.Node { return b.lookupIn(m, key, nil) }
+
+// lookupIn looks key up in m and then in what m merges; visited keeps each mapping to one visit.
+func (b *mergeBudget) lookupIn(m *yaml.Node, key string, visited map[*yaml.Node]bool) *yaml.Node {
 	m = resolve(m)
 	if m == nil || m.Kind != yaml.MappingNode || visited[m] {
 		return nil
@@ -167,13 +144,11 @@ func lookupIn(m *yaml.Node, key string, visited map[*yaml.Node]bool, budget *int
 	var found *yaml.Node
 	hasMerge := false
 	for i := 0; i+1 < len(m.Content); i += 2 {
-		k := resolve(m.Content[i])
-		if k == nil || k.Kind != yaml.ScalarNode {
-			continue
-		}
-		if k.ShortTag() == "!!merge" {
+		switch k := resolve(m.Content[i]); {
+		case k == nil || k.Kind != yaml.ScalarNode:
+		case k.ShortTag() == "!!merge":
 			hasMerge = true
-		} else if k.Value == key {
+		case k.Value == key:
 			found = m.Content[i+1] // PyYAML keeps the last duplicate
 		}
 	}
@@ -185,22 +160,20 @@ func lookupIn(m *yaml.Node, key string, visited map[*yaml.Node]bool, budget *int
 	}
 	visited[m] = true
 	for i := 0; i+1 < len(m.Content); i += 2 {
-		k := resolve(m.Content[i])
-		if k == nil || k.Kind != yaml.ScalarNode || k.ShortTag() != "!!merge" {
+		if k := resolve(m.Content[i]); k == nil || k.Kind != yaml.ScalarNode || k.ShortTag() != "!!merge" {
 			continue
 		}
-		v := resolve(m.Content[i+1])
-		sources := []*yaml.Node{v}
-		if v != nil && v.Kind == yaml.SequenceNode {
+		sources := []*yaml.Node{resolve(m.Content[i+1])}
+		if v := sources[0]; v != nil && v.Kind == yaml.SequenceNode {
 			sources = v.Content
 		}
 		for _, s := range sources {
-			if *budget <= 0 {
-				*budget = -1
+			if b.left <= 0 {
+				b.left = -1
 				return nil
 			}
-			*budget--
-			if f := lookupIn(s, key, visited, budget); f != nil {
+			b.left--
+			if f := b.lookupIn(s, key, visited); f != nil {
 				return f
 			}
 		}
