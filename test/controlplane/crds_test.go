@@ -45,16 +45,11 @@ func crds(t *testing.T) []*extv1.CustomResourceDefinition {
 	// The module's directory, as the go command resolved it for this test binary's go.mod.
 	dir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", nadModule).Output()
 	require.NoError(t, err, "go list -m %s", nadModule)
-	file := filepath.Join(strings.TrimSpace(string(dir)), "artifacts", "networks-crd.yaml")
-	data, err := os.ReadFile(file)
+	files := []string{filepath.Join(strings.TrimSpace(string(dir)), "artifacts", "networks-crd.yaml")}
+	testdata, err := filepath.Glob(filepath.Join(crdTestdata, "*.yaml"))
 	require.NoError(t, err)
-	nad := &extv1.CustomResourceDefinition{}
-	require.NoError(t, yaml.UnmarshalStrict(data, nad), file)
-	out = append(out, nad)
-	files, err := filepath.Glob(filepath.Join(crdTestdata, "*.yaml"))
-	require.NoError(t, err)
-	require.Len(t, files, 3, "the CRDs of %s", crdTestdata)
-	for _, file := range files {
+	require.Len(t, testdata, 3, "the CRDs of %s", crdTestdata)
+	for _, file := range append(files, testdata...) {
 		data, err := os.ReadFile(file)
 		require.NoError(t, err)
 		crd := &extv1.CustomResourceDefinition{}
