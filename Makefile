@@ -250,7 +250,7 @@ image-local: ## the same image with no registry: scratch + the binary `make buil
 # nothing pulled: a release can be cut on an air-gapped machine) for each of $(RELEASE_ARCHES), gathered in one
 # image index under that name and saved as an OCI archive, and every entry point's manifests are rendered with
 # kustomize's images: transformer (manifests/kubevirt/*/kustomizeconfig.yaml) pinned to it, into $(RELEASE_DIR): one
-# YAML file per entry point and Kubernetes version, each binary and its SBOM, SHA256SUMS.
+# YAML file per entry point and Kubernetes version, one per registration, each binary and its SBOM, SHA256SUMS.
 IMAGE_REPO    ?= ghcr.io/sriov-udn-binding
 RELEASE_IMAGE  = $(IMAGE_REPO)/sriov-udn-binding:$(VERSION)
 RELEASE_DIR   ?= $(CURDIR)/bin/release/$(VERSION)
@@ -261,7 +261,9 @@ RELEASE_ARCHES ?= amd64 arm64
 CYCLONEDX_GOMOD ?= go run github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.0
 # kustomize v5.7.1: the version kubectl 1.34 embeds (the one test/controlplane applies with).
 KUSTOMIZE     ?= go run sigs.k8s.io/kustomize/kustomize/v5@v5.7.1
-# entry point : manifests directory : components, for each release file sriov-udn-binding[-<name>]-$(VERSION).yaml
+# entry point : manifests directory : components, for each release file sriov-udn-binding[-<name>]-$(VERSION).yaml;
+# the registration-* files are the merge patches of the KubeVirt (or HyperConverged) CR (docs/install.md step 3),
+# the only files that name the image.
 RELEASE_ENTRIES := \
   :.: \
   kubernetes-1.34-1.35:.:components/kubernetes-1.34-1.35 \
@@ -269,7 +271,10 @@ RELEASE_ENTRIES := \
   plugin:overlays/plugin: \
   plugin-kubernetes-1.34-1.35:overlays/plugin:components/kubernetes-1.34-1.35 \
   hco:overlays/hco: \
-  hco-kubernetes-1.34-1.35:overlays/hco:components/kubernetes-1.34-1.35
+  hco-kubernetes-1.34-1.35:overlays/hco:components/kubernetes-1.34-1.35 \
+  registration-kubevirt:kubevirt/device-info: \
+  registration-kubevirt-pod-info:kubevirt/pod-info: \
+  registration-hco:hco:
 
 release: ## a release: image $(IMAGE_REPO)/sriov-udn-binding:$(VERSION) (vX.Y.Z) for $(RELEASE_ARCHES), built offline by podman into one OCI image index saved as an OCI archive, the binaries and their SBOMs, and the manifests of every entry point pinned to it, in $(RELEASE_DIR)
 	@set -euo pipefail; \
@@ -300,8 +305,10 @@ release: ## a release: image $(IMAGE_REPO)/sriov-udn-binding:$(VERSION) (vX.Y.Z)
 	      echo "images:"; echo "  - name: ghcr.io/sriov-udn-binding/sriov-udn-binding"; \
 	      echo "    newName: $(IMAGE_REPO)/sriov-udn-binding"; echo "    newTag: $(VERSION)"; } > $$k/kustomization.yaml; \
 	    out=$(RELEASE_DIR)/sriov-udn-binding$${name:+-$$name}-$(VERSION).yaml; \
-	    { echo "# sriov-udn-binding $(VERSION): manifests/$${dir#.}$${comp:+ + manifests/$$comp}, image $(RELEASE_IMAGE)"; $(KUSTOMIZE) build $$k; } > $$out; \
-	    grep -qF 'sidecarImage: $(RELEASE_IMAGE)' $$out || { echo "make release: $$out does not name $(RELEASE_IMAGE)"; exit 1; }; \
+	    { echo "# sriov-udn-binding $(VERSION): manifests/$${dir#.}$${comp:+ + manifests/$$comp}, image $(RELEASE_IMAGE)"; \
+	      case $$name in registration-*) echo "# a merge patch of the CR it names, never applied: kubectl patch -f FILE --type merge --patch-file FILE";; esac; \
+	      $(KUSTOMIZE) build $$k; } > $$out; \
+	    case $$name in registration-*) grep -qF 'sidecarImage: $(RELEASE_IMAGE)' $$out || { echo "make release: $$out does not name $(RELEASE_IMAGE)"; exit 1; };; esac; \
 	    echo "== $$out"; \
 	  done; \
 	  rm -rf $(RELEASE_DIR)/context-* $(RELEASE_DIR)/kustomize; \

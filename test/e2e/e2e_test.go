@@ -141,7 +141,11 @@ func TestE2E_VMBootsThroughTheSriovUDNBinding(t *testing.T) {
 	installKubeVirt(t, ctx, k, cfg)
 
 	must(t, ctx, k, "apply", "-k", filepath.Join(root, "manifests", "overlays", "e2e"))
-	// The overlay names sriov-udn-binding:e2e; follow E2E_IMAGE if it says otherwise. The name must
+	// The registration, as docs/install.md gives it: the kustomization's output, patched in with itself.
+	reg := filepath.Join(t.TempDir(), "registration.yaml")
+	require.NoError(t, os.WriteFile(reg, run(t, ctx, nil, "kubectl", "kustomize", filepath.Join(root, "manifests", "overlays", "e2e", "registration")), 0o644))
+	must(t, ctx, k, "patch", "-f", reg, "--type", "merge", "--patch-file", reg)
+	// The registration names sriov-udn-binding:e2e; follow E2E_IMAGE if it says otherwise. The name must
 	// keep "sriov-udn-binding": that is how the MutatingAdmissionPolicy finds our container.
 	imagePatch, err := json.Marshal(map[string]any{"spec": map[string]any{"configuration": map[string]any{"network": map[string]any{
 		"binding": map[string]any{Binding: map[string]any{"sidecarImage": cfg.image}}}}}})

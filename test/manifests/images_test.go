@@ -53,13 +53,12 @@ func userKustomization(t *testing.T, entryPoint string, components []string, ext
 
 // The images transformer does not know KubeVirt's sidecarImage; kubevirt/*/kustomizeconfig.yaml tells it,
 // through the `configurations:` of the registrations, which kustomize merges into every kustomization built
-// on them: an operator's `images:` (or `kustomize edit set image`) then names their image.
-func TestKustomize_ImagesTransformerSetsSidecarImage_OnEveryEntryPoint(t *testing.T) {
+// on them: an operator's `images:` (or `kustomize edit set image`) in their kustomization of a registration
+// (docs/install.md step 3) then names their image.
+func TestKustomize_ImagesTransformerSetsSidecarImage_OnEveryRegistration(t *testing.T) {
 	entryPoints := []string{
-		manifestsDir,
-		filepath.Join(manifestsDir, "overlays", "stock"),
-		filepath.Join(manifestsDir, "overlays", "pod-info"),
-		filepath.Join(manifestsDir, "overlays", "plugin"),
+		filepath.Join(manifestsDir, "kubevirt", "device-info"),
+		filepath.Join(manifestsDir, "kubevirt", "pod-info"),
 	}
 	cases := []struct {
 		name, images, want string
@@ -92,8 +91,22 @@ func TestKustomize_ImagesTransformerSetsSidecarImage_OnEveryEntryPoint(t *testin
 
 // An `images:` entry for another image leaves ours alone: the transformer matches by name.
 func TestKustomize_ImagesTransformer_OtherNameLeavesSidecarImage(t *testing.T) {
-	dir := userKustomization(t, manifestsDir, nil, "images:\n  - name: quay.io/other/image\n    newTag: v9\n")
+	dir := userKustomization(t, filepath.Join(manifestsDir, "kubevirt", "device-info"), nil, "images:\n  - name: quay.io/other/image\n    newTag: v9\n")
 	assert.Equal(t, shippedImage+":v0.1.0", sidecarImageOf(t, dir))
+}
+
+// No entry point holds a KubeVirt or HyperConverged CR: `kubectl apply` of a partial CR drops every field of a CR
+// made by `kubectl apply` that ours lacks, so the registration is a merge patch of its own (docs/install.md).
+func TestKustomize_NoEntryPointHoldsTheCR(t *testing.T) {
+	for _, ep := range []string{manifestsDir, "stock", "pod-info", "plugin", "hco", "e2e"} {
+		if ep != manifestsDir {
+			ep = filepath.Join(manifestsDir, "overlays", ep)
+		}
+		for _, o := range build(t, ep) {
+			kind := o.GetObjectKind().GroupVersionKind().Kind
+			assert.NotContains(t, []string{"KubeVirt", "HyperConverged"}, kind, "%s holds a %s", ep, kind)
+		}
+	}
 }
 
 // Every registration carries the same transformer configuration, so no entry point loses it.

@@ -2,6 +2,7 @@ package manifests_test
 
 import (
 	"path/filepath"
+	"slices"
 	"sort"
 	"testing"
 
@@ -82,7 +83,6 @@ func TestKustomize_OverlaysContainWhatTheirKubeVirtNeeds(t *testing.T) {
 		"ValidatingAdmissionPolicyBinding/sriov-udn-binding.kubevirt.io",
 	}
 	withMAP := append([]string{
-		"KubeVirt/kubevirt",
 		"MutatingAdmissionPolicy/sriov-udn-binding-podinfo.kubevirt.io",
 		"MutatingAdmissionPolicyBinding/sriov-udn-binding-podinfo.kubevirt.io",
 	}, policies...)
@@ -99,36 +99,35 @@ func TestKustomize_OverlaysContainWhatTheirKubeVirtNeeds(t *testing.T) {
 		"ValidatingAdmissionPolicyBinding/sriov-udn-binding-plugin-hazard-hostdevices.kubevirt.io",
 	}, withMAP...)
 	sort.Strings(withPlugin)
-	withoutMAP := append([]string{"KubeVirt/kubevirt"}, policies...)
+	withoutMAP := slices.Clone(policies)
 	sort.Strings(withoutMAP)
+	deviceInfo := filepath.Join(manifestsDir, "kubevirt", "device-info")
 
+	// Each entry point holds no KubeVirt CR (docs/install.md registers the binding with a merge patch of the
+	// registration, so that nothing else of the CR is touched); its registration is exactly one.
 	cases := []struct {
 		dir            string
+		registration   string
 		wantObjects    []string
 		wantDownward   kubevirtv1.NetworkBindingDownwardAPIType
 		wantAttachment kubevirtv1.DomainAttachmentType
 		wantImage      string
 	}{
-		{dir: manifestsDir, wantObjects: withMAP, wantDownward: kubevirtv1.DeviceInfo, wantImage: "ghcr.io/sriov-udn-binding/sriov-udn-binding:v0.1.0"},
-		{dir: filepath.Join(manifestsDir, "overlays", "stock"), wantObjects: withMAP, wantDownward: kubevirtv1.DeviceInfo, wantImage: "ghcr.io/sriov-udn-binding/sriov-udn-binding:v0.1.0"},
+		{dir: manifestsDir, registration: deviceInfo, wantObjects: withMAP, wantDownward: kubevirtv1.DeviceInfo, wantImage: "ghcr.io/sriov-udn-binding/sriov-udn-binding:v0.1.0"},
+		{dir: filepath.Join(manifestsDir, "overlays", "stock"), registration: deviceInfo, wantObjects: withMAP, wantDownward: kubevirtv1.DeviceInfo, wantImage: "ghcr.io/sriov-udn-binding/sriov-udn-binding:v0.1.0"},
 		// KubeVirt mounts pod-info itself: a MAP would mount a second volume at the same path.
-		{dir: filepath.Join(manifestsDir, "overlays", "pod-info"), wantObjects: withoutMAP, wantDownward: "pod-info", wantImage: "ghcr.io/sriov-udn-binding/sriov-udn-binding:v0.1.0"},
+		{dir: filepath.Join(manifestsDir, "overlays", "pod-info"), registration: filepath.Join(manifestsDir, "kubevirt", "pod-info"), wantObjects: withoutMAP, wantDownward: "pod-info", wantImage: "ghcr.io/sriov-udn-binding/sriov-udn-binding:v0.1.0"},
 		// stock plus the Plugin API domain hook (KubeVirt v1.9+, gate Plugins).
-		{dir: filepath.Join(manifestsDir, "overlays", "plugin"), wantObjects: withPlugin, wantDownward: kubevirtv1.DeviceInfo, wantImage: "ghcr.io/sriov-udn-binding/sriov-udn-binding:v0.1.0"},
-		{dir: filepath.Join(manifestsDir, "overlays", "e2e"), wantObjects: withMAP, wantDownward: kubevirtv1.DeviceInfo,
+		{dir: filepath.Join(manifestsDir, "overlays", "plugin"), registration: deviceInfo, wantObjects: withPlugin, wantDownward: kubevirtv1.DeviceInfo, wantImage: "ghcr.io/sriov-udn-binding/sriov-udn-binding:v0.1.0"},
+		{dir: filepath.Join(manifestsDir, "overlays", "e2e"), registration: filepath.Join(manifestsDir, "overlays", "e2e", "registration"), wantObjects: withMAP, wantDownward: kubevirtv1.DeviceInfo,
 			wantAttachment: kubevirtv1.ManagedTap, wantImage: "docker.io/library/sriov-udn-binding:e2e"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.dir, func(t *testing.T) {
-			objs := build(t, tc.dir)
-			assert.Equal(t, tc.wantObjects, kindNames(objs))
-			var kv *kubevirtv1.KubeVirt
-			for _, o := range objs {
-				if k, ok := o.(*kubevirtv1.KubeVirt); ok {
-					kv = k
-				}
-			}
-			require.NotNil(t, kv)
+			assert.Equal(t, tc.wantObjects, kindNames(build(t, tc.dir)))
+			reg := build(t, tc.registration)
+			require.Equal(t, []string{"KubeVirt/kubevirt"}, kindNames(reg), "the registration %s", tc.registration)
+			kv := reg[0].(*kubevirtv1.KubeVirt)
 			assert.Equal(t, "kubevirt", kv.Namespace)
 			plugin := kv.Spec.Configuration.NetworkConfiguration.Binding[bindingName]
 			assert.Equal(t, tc.wantDownward, plugin.DownwardAPI)

@@ -35,15 +35,25 @@ const (
 var releaseArches = []string{"amd64", "arm64"}
 
 // releaseFiles are the manifests `make release` writes: one per entry point and Kubernetes version, with the
-// MutatingAdmissionPolicy version each must carry ("" for none).
+// MutatingAdmissionPolicy version each must carry ("" for none), and one per registration (releaseRegistrations).
 var releaseFiles = map[string]string{
-	"sriov-udn-binding-" + releaseVersion + ".yaml":                             mapV1,
-	"sriov-udn-binding-kubernetes-1.34-1.35-" + releaseVersion + ".yaml":        mapV1beta1,
-	"sriov-udn-binding-pod-info-" + releaseVersion + ".yaml":                    "",
-	"sriov-udn-binding-plugin-" + releaseVersion + ".yaml":                      mapV1,
-	"sriov-udn-binding-plugin-kubernetes-1.34-1.35-" + releaseVersion + ".yaml": mapV1beta1,
-	"sriov-udn-binding-hco-" + releaseVersion + ".yaml":                         mapV1,
-	"sriov-udn-binding-hco-kubernetes-1.34-1.35-" + releaseVersion + ".yaml":    mapV1beta1,
+	"sriov-udn-binding-" + releaseVersion + ".yaml":                                mapV1,
+	"sriov-udn-binding-kubernetes-1.34-1.35-" + releaseVersion + ".yaml":           mapV1beta1,
+	"sriov-udn-binding-pod-info-" + releaseVersion + ".yaml":                       "",
+	"sriov-udn-binding-plugin-" + releaseVersion + ".yaml":                         mapV1,
+	"sriov-udn-binding-plugin-kubernetes-1.34-1.35-" + releaseVersion + ".yaml":    mapV1beta1,
+	"sriov-udn-binding-hco-" + releaseVersion + ".yaml":                            mapV1,
+	"sriov-udn-binding-hco-kubernetes-1.34-1.35-" + releaseVersion + ".yaml":       mapV1beta1,
+	"sriov-udn-binding-registration-kubevirt-" + releaseVersion + ".yaml":          "",
+	"sriov-udn-binding-registration-kubevirt-pod-info-" + releaseVersion + ".yaml": "",
+	"sriov-udn-binding-registration-hco-" + releaseVersion + ".yaml":               "",
+}
+
+// releaseRegistrations are the release files that register the binding: the only ones that name an image.
+var releaseRegistrations = map[string]bool{
+	"sriov-udn-binding-registration-kubevirt-" + releaseVersion + ".yaml":          true,
+	"sriov-udn-binding-registration-kubevirt-pod-info-" + releaseVersion + ".yaml": true,
+	"sriov-udn-binding-registration-hco-" + releaseVersion + ".yaml":               true,
 }
 
 // releasePodman is podman with storage of the test's own (vfs, runc, the ulimits these machines need: as
@@ -225,7 +235,12 @@ func TestRelease(t *testing.T) {
 						assert.Equal(t, wantMAP, gvk.GroupVersion().String(), "%s %s", gvk.Kind, o.(interface{ GetName() string }).GetName())
 					}
 				}
-				assert.Equal(t, []string{releaseImage}, images, "the KubeVirt (or HyperConverged) CR's sidecarImage")
+				if releaseRegistrations[name] {
+					assert.Equal(t, []string{releaseImage}, images, "the KubeVirt (or HyperConverged) CR's sidecarImage")
+					assert.Len(t, docs, 1, "a registration is one merge patch")
+				} else {
+					assert.Empty(t, images, "an entry point holds no KubeVirt or HyperConverged CR")
+				}
 				if wantMAP == "" {
 					assert.Zero(t, maps)
 				} else {
