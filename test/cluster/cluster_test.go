@@ -2,11 +2,13 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -110,6 +112,13 @@ func runWithNode(m *testing.M) int {
 			theEnv = e
 			code = m.Run()
 			phase("tests")
+			if code == 0 {
+				if err = uninstall(ctx, node); err != nil {
+					code = 1
+				} else {
+					phase("uninstall: only our entry of the CR gone")
+				}
+			}
 		}
 	}
 	if err != nil {
@@ -135,15 +144,66 @@ func runWithNode(m *testing.M) int {
 	return code
 }
 
-// keptCR checks that registering the binding left the rest of the KubeVirt CR as it was.
+// keptCR checks that registering the binding left the rest of the KubeVirt CR, made by `kubectl apply`, as it was.
 func keptCR(ctx context.Context, node *Node) error {
 	out, err := node.Kube().Run(ctx, nil, "-n", "kubevirt", "get", "kubevirt", "kubevirt", "-o",
-		"jsonpath={.spec.configuration.developerConfiguration.useEmulation} {.spec.configuration.network.binding.sriov-udn.sidecarImage} {.spec.configuration.network.binding.vf-standin.sidecarImage}")
+		`jsonpath={.spec.configuration.developerConfiguration.useEmulation} {.spec.configuration.developerConfiguration.featureGates} {.spec.infra.replicas} {.spec.configuration.network.binding.sriov-udn.sidecarImage} {.spec.configuration.network.binding.vf-standin.sidecarImage} {.metadata.annotations.kubectl\.kubernetes\.io/last-applied-configuration}`)
 	if err != nil {
 		return err
 	}
-	if want := "true " + SidecarImage + " " + VFStandInImage; string(out) != want {
-		return fmt.Errorf("KubeVirt CR after registering the binding: useEmulation, sidecar images %q, want %q", out, want)
+	fields := strings.SplitN(string(out), " ", 6)
+	if len(fields) < 6 || fields[5] == "" {
+		return fmt.Errorf("KubeVirt CR: no last applied configuration, so not made as the test means: %q", out)
+	}
+	if got, want := strings.Join(fields[:5], " "), `true ["ReservedOverheadMemlock"] 1 `+SidecarImage+" "+VFStandInImage; got != want {
+		return fmt.Errorf("KubeVirt CR after registering the binding: useEmulation, featureGates, infra replicas, sidecar images %q, want %q", got, want)
+	}
+	return nil
+}
+
+// uninstall runs docs/install.md's uninstall (Node.Uninstall) once the tests are done: nothing with our label is
+// left, and the KubeVirt CR loses our entry and nothing else (the stand-in's binding, emulation, feature gates and
+// infra stay).
+func uninstall(ctx context.Context, node *Node) error {
+	spec := func() (map[string]any, error) {
+		out, err := node.Kube().Run(ctx, nil, "-n", "kubevirt", "get", "kubevirt", "kubevirt", "-o", "jsonpath={.spec}")
+		if err != nil {
+			return nil, err
+		}
+		var m map[string]any
+		if err := json.Unmarshal(out, &m); err != nil {
+			return nil, fmt.Errorf("KubeVirt CR spec: %w", err)
+		}
+		return m, nil
+	}
+	before, err := spec()
+	if err != nil {
+		return err
+	}
+	if err := node.Uninstall(ctx, harness.RepoRoot()); err != nil {
+		return err
+	}
+	after, err := spec()
+	if err != nil {
+		return err
+	}
+	bindings := before
+	for _, k := range []string{"configuration", "network", "binding"} {
+		bindings, _ = bindings[k].(map[string]any)
+	}
+	if _, ok := bindings["sriov-udn"]; !ok {
+		return fmt.Errorf("uninstall: the binding was not registered before it")
+	}
+	delete(bindings, "sriov-udn")
+	if !reflect.DeepEqual(before, after) {
+		return fmt.Errorf("uninstall: the KubeVirt CR lost more than our entry:\nwant %v\ngot  %v", before, after)
+	}
+	left, err := node.Kube().Run(ctx, nil, "get", "validatingadmissionpolicies,validatingadmissionpolicybindings,mutatingadmissionpolicies,mutatingadmissionpolicybindings,configmaps", "-A", "-l", OurLabel, "-o", "name")
+	if err != nil {
+		return err
+	}
+	if s := strings.TrimSpace(string(left)); s != "" {
+		return fmt.Errorf("uninstall: objects of ours are left:\n%s", s)
 	}
 	return nil
 }
@@ -172,10 +232,10 @@ func deployKubeVirt(ctx context.Context, node *Node, operator string) error {
 	if _, err := node.Kube().Run(ctx, nil, "apply", "--server-side", "-f", operator); err != nil {
 		return fmt.Errorf("KubeVirt: %w", err)
 	}
-	// Created, as KubeVirt's install guide does (kubectl create -f kubevirt-cr.yaml): docs/install.md then
-	// applies our partial KubeVirt object, which a CR created by `kubectl apply` would lose its other fields to
-	// (the three-way merge drops what the last applied configuration had and ours has not).
-	if _, err := node.Kube().Run(ctx, []byte(KubeVirtCR), "create", "-f", "-"); err != nil {
+	// Made by `kubectl apply`, as many installs do: it carries a last-applied configuration, which a `kubectl
+	// apply` of a partial KubeVirt would three-way merge with and drop every field ours has not. docs/install.md
+	// registers with a merge patch, and keptCR checks that every field stays.
+	if _, err := node.Kube().Run(ctx, []byte(KubeVirtCR), "apply", "-f", "-"); err != nil {
 		return fmt.Errorf("KubeVirt: %w", err)
 	}
 	return node.waitFor(ctx, "KubeVirt Deployed", 8*time.Minute, nil, func() error {

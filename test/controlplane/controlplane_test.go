@@ -19,16 +19,19 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 )
 
-// baseKubeVirt is the KubeVirt CR of a release install (kubevirt-cr.yaml) before our manifests touch
-// it: the live object that `kubectl apply` merges our partial KubeVirt into.
+// baseKubeVirt is the KubeVirt CR of a release install (kubevirt-cr.yaml) before our manifests touch it, with
+// fields of the operator's own (emulation, one replica of each component), made with `kubectl apply` as many
+// installs do: it carries a last-applied configuration, so a `kubectl apply` of a partial KubeVirt would drop
+// every field ours lacks. The registration (docs/install.md step 3) must keep them all.
 const baseKubeVirt = `{
   "apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
   "metadata": {"name": "kubevirt", "namespace": "kubevirt"},
   "spec": {
     "certificateRotateStrategy": {},
-    "configuration": {"developerConfiguration": {"featureGates": []}},
+    "configuration": {"developerConfiguration": {"featureGates": [], "useEmulation": true}},
     "customizeComponents": {},
     "imagePullPolicy": "IfNotPresent",
+    "infra": {"replicas": 1},
     "workloadUpdateStrategy": {}
   }
 }`
@@ -47,14 +50,13 @@ func testControlPlane(t *testing.T, kv kubeVersion) {
 	installCRDs(t, c)
 	k := newKubectl(t, c.config)
 	ctx := context.Background()
+	c.docEnv(t) // once, with this test's lifetime
 
-	// What a KubeVirt install leaves before ours: its namespace and its KubeVirt CR.
+	// What a KubeVirt install leaves before ours: its namespace and its KubeVirt CR, made by `kubectl apply`.
 	_, err := c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kvNamespace}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	kvObj := &unstructured.Unstructured{}
-	require.NoError(t, kvObj.UnmarshalJSON([]byte(baseKubeVirt)))
-	_, err = c.dynamic.Resource(kvGVR).Namespace(kvNamespace).Create(ctx, kvObj, metav1.CreateOptions{})
-	require.NoError(t, err)
+	c.kubectlApply(t, baseKubeVirt)
+	require.Contains(t, c.getKubeVirt(t).GetAnnotations(), lastApplied, "the KubeVirt CR as `kubectl apply` makes it")
 	// And the workload namespace, with a VM that predates the policies and violates them, and the NADs the
 	// user made for their networks (docs/install.md check 7 reads one before the install).
 	namespace := loadUnstructured(t, filepath.Join(manifestsDir, "examples", "namespace.yaml"))
@@ -111,6 +113,9 @@ func testControlPlane(t *testing.T, kv kubeVersion) {
 	t.Run("a manifest the server rejects fails apply with the server's error", func(t *testing.T) { testBrokenManifest(t, c, k) })
 	t.Run("MutatingAdmissionPolicy in the version this server does not serve: kubectl names it", func(t *testing.T) { testOtherMAPVersion(t, c, k) })
 	t.Run("Plugin API (KubeVirt v1.9+): KubeVirt's CRD and policies admit manifests/overlays/plugin", func(t *testing.T) { testPluginAPI(t, c) })
+	// Last: these remove what the steps above need.
+	t.Run("docs/install.md's uninstall: nothing of ours is left, the KubeVirt CR loses only our entry", func(t *testing.T) { testUninstall(t, c, checkout) })
+	t.Run("docs/openshift.md: the registration in a HyperConverged CR made by kubectl apply, and its removal", func(t *testing.T) { testHCORegistration(t, c) })
 }
 
 // entryPoint is what a user of this Kubernetes version applies for the entry point dir: dir itself, or (with
@@ -140,20 +145,23 @@ func (c *cluster) entryPoint(t *testing.T, dir string) string {
 func (c *cluster) runInstallDoc(t *testing.T, dir string) {
 	blocks := controlPlaneBlocks(t, filepath.Join("docs", "install.md"), c.k8s.minor)
 	require.NotEmpty(t, blocks)
-	env := []string{
-		"PATH=" + toolPath(t) + string(os.PathListSeparator) + os.Getenv("PATH"),
-		"KUBECONFIG=" + c.writeKubeconfig(t),
-	}
-	var applied []string
+	before := c.getKubeVirt(t)
+	var applied, patched []string
 	for _, b := range blocks {
-		out, err := runBlock(t, dir, b, env)
+		out, err := runBlock(t, dir, b, c.docEnv(t))
 		require.NoError(t, err, "%s:\n%s\noutput:\n%s", b, b.text, out)
 		for _, m := range regexp.MustCompile(`(?m)kubectl apply -k (\S+)`).FindAllStringSubmatch(b.text, -1) {
 			applied = append(applied, m[1])
 		}
+		for _, m := range regexp.MustCompile(`(?m)kubectl patch -f (\S+) --type merge --patch-file (\S+)`).FindAllStringSubmatch(b.text, -1) {
+			require.Equal(t, m[1], m[2], "%s: the registration patches the CR its file names with that file", b)
+			patched = append(patched, m[1])
+		}
 	}
-	// The install applied the user's kustomization and then the examples: both are stored as built.
+	// The install applied the user's kustomization and then the examples: both are stored as built; and it
+	// patched the KubeVirt CR with the registration.
 	require.Equal(t, []string{"my-install", "manifests/examples/"}, applied, "the kubectl apply -k steps of docs/install.md")
+	require.Equal(t, []string{"my-binding/binding.yaml"}, patched, "the registration step of docs/install.md")
 	c.installed = filepath.Join(dir, "my-install")
 	c.assertAllStored(t, kustomizeBuild(t, c.installed))
 	c.assertAllStored(t, kustomizeBuild(t, filepath.Join(dir, "manifests", "examples")))
@@ -161,17 +169,19 @@ func (c *cluster) runInstallDoc(t *testing.T, dir string) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"ReservedOverheadMemlock"}, gates, "step 1's JSON patch")
 	binding := c.getTypedKubeVirt(t).Spec.Configuration.NetworkConfiguration.Binding[bindingName]
-	assert.Equal(t, "registry.example.com/sriov-udn-binding:v0.1.0", binding.SidecarImage, "step 2's images: entry")
-	// What `kubectl apply` stored for the binding is what the user's kustomization built.
-	for _, obj := range kustomizeBuild(t, c.installed) {
-		if obj.GetKind() == "KubeVirt" {
-			want, _, err := unstructured.NestedMap(obj.Object, "spec", "configuration", "network", "binding", bindingName)
-			require.NoError(t, err)
-			got, _, err := unstructured.NestedMap(c.getKubeVirt(t).Object, "spec", "configuration", "network", "binding", bindingName)
-			require.NoError(t, err)
-			assert.Equal(t, want, got)
-		}
-	}
+	assert.Equal(t, "registry.example.com/sriov-udn-binding:v0.1.0", binding.SidecarImage, "step 3's images: entry")
+	// What the merge patch stored for the binding is what the user's registration built, and every other field
+	// of the CR is as it was, but for step 1's feature gate.
+	reg := kustomizeBuild(t, filepath.Join(dir, "my-binding"))
+	require.Len(t, reg, 1)
+	want, _, err := unstructured.NestedMap(reg[0].Object, "spec", "configuration", "network", "binding", bindingName)
+	require.NoError(t, err)
+	after := c.getKubeVirt(t)
+	expected := before.DeepCopy()
+	require.NoError(t, unstructured.SetNestedStringSlice(expected.Object, []string{"ReservedOverheadMemlock"}, "spec", "configuration", "developerConfiguration", "featureGates"))
+	require.NoError(t, unstructured.SetNestedMap(expected.Object, want, "spec", "configuration", "network", "binding", bindingName))
+	assert.Equal(t, expected.Object["spec"], after.Object["spec"], "the KubeVirt CR after docs/install.md: only the feature gate and our entry are new")
+	assert.Equal(t, before.GetAnnotations()[lastApplied], after.GetAnnotations()[lastApplied], "the last applied configuration is the operator's, untouched")
 }
 
 // applyAndReadBack runs `kubectl apply -k dir` and reads back every object it sent.
@@ -180,20 +190,7 @@ func (c *cluster) applyAndReadBack(t *testing.T, k *kubectl, dir string) {
 	out, err := k.applyKustomize(dir)
 	require.NoError(t, err, "kubectl apply -k %s: %s", dir, out)
 	t.Logf("kubectl apply -k %s:\n%s", dir, out)
-	objs := kustomizeBuild(t, dir)
-	c.assertAllStored(t, objs)
-	// The binding registration is a map entry that kubectl three-way merges into the live CR: a field
-	// that an earlier overlay set and this one does not (e2e's domainAttachmentType) must be gone.
-	for _, obj := range objs {
-		if obj.GetKind() != "KubeVirt" {
-			continue
-		}
-		want, _, err := unstructured.NestedMap(obj.Object, "spec", "configuration", "network", "binding", bindingName)
-		require.NoError(t, err)
-		got, _, err := unstructured.NestedMap(c.getKubeVirt(t).Object, "spec", "configuration", "network", "binding", bindingName)
-		require.NoError(t, err)
-		assert.Equal(t, want, got, "stored binding %s after kubectl apply -k %s", bindingName, dir)
-	}
+	c.assertAllStored(t, kustomizeBuild(t, dir))
 }
 
 func (c *cluster) getKubeVirt(t *testing.T) *unstructured.Unstructured {

@@ -48,7 +48,7 @@ func crds(t *testing.T) []*extv1.CustomResourceDefinition {
 	files := []string{filepath.Join(strings.TrimSpace(string(dir)), "artifacts", "networks-crd.yaml")}
 	testdata, err := filepath.Glob(filepath.Join(crdTestdata, "*.yaml"))
 	require.NoError(t, err)
-	require.Len(t, testdata, 3, "the CRDs of %s", crdTestdata)
+	require.Len(t, testdata, 4, "the CRDs of %s", crdTestdata)
 	for _, file := range append(files, testdata...) {
 		data, err := os.ReadFile(file)
 		require.NoError(t, err)

@@ -27,6 +27,8 @@ import (
 //	<!-- docs-test: ci -->            what CI runs (make test): each command must be one .ci/run runs
 //
 // controlplane-1.34 and controlplane-1.36 are controlplane blocks for that Kubernetes version only.
+// controlplane-uninstall blocks run once the suite is done with the install (testUninstall);
+// controlplane-hco blocks run against a HyperConverged CR on the 1.36 server (testHCORegistration).
 const (
 	markHere         = "here"
 	markControlPlane = "controlplane"
@@ -109,13 +111,14 @@ func shellBlocks(t *testing.T, pages ...string) []shellBlock {
 // TestDocs_EveryShellBlockIsMarked: a command in the docs either runs in a test or says why it cannot.
 func TestDocs_EveryShellBlockIsMarked(t *testing.T) {
 	known := map[string]bool{markHere: true, markControlPlane: true, markControlPlane + "-1.34": true,
-		markControlPlane + "-1.36": true, markCluster: true, markCI: true}
+		markControlPlane + "-1.36": true, markControlPlane + "-uninstall": true, markControlPlane + "-hco": true,
+		markCluster: true, markCI: true}
 	blocks := shellBlocks(t, docPages(t)...)
 	require.NotEmpty(t, blocks)
 	counts := map[string]int{}
 	for _, b := range blocks {
 		counts[b.mark]++
-		assert.True(t, known[b.mark], "%s: shell block marked %q; want the line before its fence to be <!-- docs-test: here|controlplane|controlplane-1.34|controlplane-1.36|cluster|ci -->", b, b.mark)
+		assert.True(t, known[b.mark], "%s: shell block marked %q; want the line before its fence to be <!-- docs-test: here|controlplane|controlplane-1.34|controlplane-1.36|controlplane-uninstall|controlplane-hco|cluster|ci -->", b, b.mark)
 	}
 	t.Logf("shell blocks by mark: %v", counts)
 	assert.NotZero(t, counts[markHere], "no block runs here")
@@ -370,7 +373,34 @@ func toolPath(t *testing.T) string {
 	require.NoError(t, err)
 	dir := t.TempDir()
 	require.NoError(t, os.Symlink(bin, filepath.Join(dir, "kubectl")))
+	// The OpenShift page's commands: oc is kubectl's commands and flags, and more.
+	require.NoError(t, os.Symlink(bin, filepath.Join(dir, "oc")))
 	return dir
+}
+
+// docEnv is the environment the docs' blocks run with against c, made once per server.
+func (c *cluster) docEnv(t *testing.T) []string {
+	t.Helper()
+	if c.shellEnv == nil {
+		c.shellEnv = []string{
+			"PATH=" + toolPath(t) + string(os.PathListSeparator) + os.Getenv("PATH"),
+			"KUBECONFIG=" + c.writeKubeconfig(t),
+		}
+	}
+	return c.shellEnv
+}
+
+// markedBlocks returns the blocks of page with exactly this mark, in order.
+func markedBlocks(t *testing.T, page, mark string) []shellBlock {
+	t.Helper()
+	var out []shellBlock
+	for _, b := range shellBlocks(t, page) {
+		if b.mark == mark {
+			out = append(out, b)
+		}
+	}
+	require.NotEmpty(t, out, "%s: no block marked %s", page, mark)
+	return out
 }
 
 // controlPlaneBlocks returns the blocks of page marked controlplane or controlplane-<minor>, in order.

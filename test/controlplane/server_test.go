@@ -45,6 +45,9 @@ type cluster struct {
 	k8s     kubeVersion
 	// installed is the kustomization docs/install.md had the user write and apply (set once its blocks ran).
 	installed string
+	// shellEnv is the environment the docs' blocks run with: kubectl (and oc) on PATH, a kubeconfig for this
+	// server. Set once by docEnv.
+	shellEnv []string
 }
 
 // docsServerFlags returns the kube-apiserver flags that docs/install.md (check 1) tells users of Kubernetes
