@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -32,6 +33,7 @@ Flags:
 // webhookConfig is what the webhook subcommand's flags say.
 type webhookConfig struct {
 	listen, certFile, keyFile string
+	rule                      admission.Rule
 	logLevel                  slog.Level
 }
 
@@ -42,6 +44,8 @@ func parseWebhookFlags(args []string, helpOut io.Writer) (webhookConfig, error) 
 	fs.StringVar(&cfg.listen, "listen", ":8443", "address to serve HTTPS on")
 	fs.StringVar(&cfg.certFile, "tls-cert-file", "", "serving certificate (PEM, with its chain); re-read when it changes")
 	fs.StringVar(&cfg.keyFile, "tls-key-file", "", "the certificate's private key (PEM); re-read when it changes")
+	fs.StringVar(&cfg.rule.ImageSubstring, "image-substring", admission.ImageMarker,
+		"finds our hook sidecars by this substring of their image name; change it with the manifests' contains('...') when the image is renamed")
 	var level string
 	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
@@ -58,6 +62,9 @@ func parseWebhookFlags(args []string, helpOut io.Writer) (webhookConfig, error) 
 	}
 	if cfg.certFile == "" || cfg.keyFile == "" {
 		return cfg, errors.New("--tls-cert-file and --tls-key-file are required: kube-apiserver calls webhooks over HTTPS only")
+	}
+	if strings.TrimSpace(cfg.rule.ImageSubstring) == "" {
+		return cfg, errors.New("invalid --image-substring: must not be empty (it would match every hook sidecar, KubeVirt's own included)")
 	}
 	if err := cfg.logLevel.UnmarshalText([]byte(level)); err != nil {
 		return cfg, fmt.Errorf("invalid --log-level %q: want debug, info, warn or error", level)
@@ -99,13 +106,13 @@ func serveWebhook(ctx context.Context, cfg webhookConfig, logger *slog.Logger) e
 	if err != nil {
 		return fmt.Errorf("listen on --listen %q: %w", cfg.listen, err)
 	}
-	return serveWebhookOn(ctx, ln, certs, logger)
+	return serveWebhookOn(ctx, ln, certs, cfg.rule, logger)
 }
 
 // serveWebhookOn serves on ln (which it closes) until ctx ends, then stops gracefully.
-func serveWebhookOn(ctx context.Context, ln net.Listener, certs *certReloader, logger *slog.Logger) error {
+func serveWebhookOn(ctx context.Context, ln net.Listener, certs *certReloader, rule admission.Rule, logger *slog.Logger) error {
 	mux := http.NewServeMux()
-	mux.Handle("/mutate", admission.NewHandler(logger))
+	mux.Handle("/mutate", admission.NewHandler(logger, rule))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	srv := &http.Server{
 		Handler: mux,
@@ -120,7 +127,7 @@ func serveWebhookOn(ctx context.Context, ln net.Listener, certs *certReloader, l
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	logger.Info("webhook serving", "address", ln.Addr().String(), "version", version)
+	logger.Info("webhook serving", "address", ln.Addr().String(), "imageSubstring", rule.ImageSubstring, "version", version)
 	served := make(chan error, 1)
 	go func() { served <- srv.ServeTLS(ln, "", "") }()
 	select {

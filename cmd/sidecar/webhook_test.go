@@ -24,6 +24,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/admission"
 )
 
 func TestWebhookFlags(t *testing.T) {
@@ -33,9 +35,10 @@ func TestWebhookFlags(t *testing.T) {
 		want    webhookConfig
 		wantErr string
 	}{
-		{"defaults", []string{"--tls-cert-file=/c", "--tls-key-file=/k"}, webhookConfig{listen: ":8443", certFile: "/c", keyFile: "/k"}, ""},
-		{"all", []string{"--listen=127.0.0.1:9443", "--tls-cert-file=/c", "--tls-key-file=/k", "--log-level=debug"},
-			webhookConfig{listen: "127.0.0.1:9443", certFile: "/c", keyFile: "/k", logLevel: slog.LevelDebug}, ""},
+		{"defaults", []string{"--tls-cert-file=/c", "--tls-key-file=/k"}, webhookConfig{listen: ":8443", certFile: "/c", keyFile: "/k", rule: admission.Rule{ImageSubstring: "sriov-udn-binding"}}, ""},
+		{"all", []string{"--listen=127.0.0.1:9443", "--tls-cert-file=/c", "--tls-key-file=/k", "--log-level=debug", "--image-substring=udn-vf"},
+			webhookConfig{listen: "127.0.0.1:9443", certFile: "/c", keyFile: "/k", rule: admission.Rule{ImageSubstring: "udn-vf"}, logLevel: slog.LevelDebug}, ""},
+		{"an empty image substring", []string{"--tls-cert-file=/c", "--tls-key-file=/k", "--image-substring= "}, webhookConfig{}, "invalid --image-substring: must not be empty"},
 		{"no certificate", []string{"--tls-key-file=/k"}, webhookConfig{}, "--tls-cert-file and --tls-key-file are required"},
 		{"no key", []string{"--tls-cert-file=/c"}, webhookConfig{}, "--tls-cert-file and --tls-key-file are required"},
 		{"a bad level", []string{"--tls-cert-file=/c", "--tls-key-file=/k", "--log-level=loud"}, webhookConfig{}, `invalid --log-level "loud"`},
@@ -113,7 +116,9 @@ func TestServeWebhook_ServesTLS12Plus_ReloadsTheCertificate_StopsOnCancel(t *tes
 	addr := ln.Addr().String()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- serveWebhookOn(ctx, ln, certs, logger) }()
+	go func() {
+		done <- serveWebhookOn(ctx, ln, certs, admission.Rule{ImageSubstring: admission.ImageMarker}, logger)
+	}()
 
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	resp, err := client.Get("https://" + addr + "/healthz")

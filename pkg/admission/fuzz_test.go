@@ -15,7 +15,7 @@ import (
 // touches only volumes and our containers' mounts. The seed corpus is testdata/fuzz/FuzzReview.
 func FuzzReview(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
-		review, out, err := Review(body)
+		review, out, err := defaultRule.Review(body)
 		if err != nil {
 			assert.ErrorIs(t, err, errNotAReview)
 			return
@@ -39,7 +39,7 @@ func FuzzReview(f *testing.F) {
 		require.NoError(t, err, "patch %s", review.Response.Patch)
 		var after corev1.Pod
 		require.NoError(t, json.Unmarshal(doc, &after))
-		assert.Nil(t, PodInfoPatch(&after), "a reinvocation adds nothing")
+		assert.Nil(t, defaultRule.PodInfoPatch(&after), "a reinvocation adds nothing")
 		assert.Equal(t, mapResult(&before), &after, "the patched pod against the policy's result")
 	})
 }

@@ -18,12 +18,13 @@ const MaxRequestBytes = 3 << 20
 // Handler serves Review over HTTP: POST, Content-Type application/json, at most MaxRequestBytes. It logs one
 // line per request: the request's uid, operation, namespace, pod name and what was decided.
 type Handler struct {
-	log *slog.Logger
+	log  *slog.Logger
+	rule Rule
 }
 
-// NewHandler returns a Handler logging to log.
-func NewHandler(log *slog.Logger) *Handler {
-	return &Handler{log: log}
+// NewHandler returns a Handler finding our sidecars by rule and logging to log.
+func NewHandler(log *slog.Logger, rule Rule) *Handler {
+	return &Handler{log: log, rule: rule}
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -45,7 +46,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, http.StatusBadRequest, "read the body: "+err.Error(), start)
 		return
 	}
-	review, out, err := Review(body)
+	review, out, err := h.rule.Review(body)
 	if err != nil {
 		h.refuse(w, http.StatusBadRequest, err.Error(), start)
 		return

@@ -15,7 +15,8 @@ const (
 	MountPath = "/var/run/kubevirt-private/downwardapi/podinfo"
 	// SidecarPrefix: KubeVirt names binding sidecars hook-sidecar-<n> (pkg/virt-controller/services/template.go).
 	SidecarPrefix = "hook-sidecar-"
-	// ImageMarker is what our image's name contains (docs/configuration.md, "Renaming the image or the binding").
+	// ImageMarker is what our image's name contains by default (docs/configuration.md, "Renaming the image or
+	// the binding"); `webhook --image-substring` changes it.
 	ImageMarker = "sriov-udn-binding"
 )
 
@@ -26,15 +27,21 @@ type PatchOp struct {
 	Value any    `json:"value"`
 }
 
-// IsOurs reports whether c is one of our hook sidecars: the MutatingAdmissionPolicy's ourContainers rule.
-func IsOurs(c *corev1.Container) bool {
-	return strings.HasPrefix(c.Name, SidecarPrefix) && strings.Contains(c.Image, ImageMarker)
+// Rule finds our sidecars as the MutatingAdmissionPolicy's ourContainers variable does: a container named
+// SidecarPrefix<n> whose image name contains ImageSubstring (ImageMarker unless the image was renamed).
+type Rule struct {
+	ImageSubstring string
+}
+
+// IsOurs reports whether c is one of our hook sidecars.
+func (r Rule) IsOurs(c *corev1.Container) bool {
+	return strings.HasPrefix(c.Name, SidecarPrefix) && strings.Contains(c.Image, r.ImageSubstring)
 }
 
 // RunsOurSidecar is the policy's matchCondition: pod has at least one of our sidecars.
-func RunsOurSidecar(pod *corev1.Pod) bool {
+func (r Rule) RunsOurSidecar(pod *corev1.Pod) bool {
 	for i := range pod.Spec.Containers {
-		if IsOurs(&pod.Spec.Containers[i]) {
+		if r.IsOurs(&pod.Spec.Containers[i]) {
 			return true
 		}
 	}
@@ -63,8 +70,8 @@ func podInfoMount() corev1.VolumeMount {
 // As the policy: the volume is appended unless a volume of its name exists (whatever its source; the
 // podinfo-volume policy keeps VMIs from defining one), and the mount is appended to each of our containers
 // that has no mount at MountPath yet (the API server refuses two mounts at one path).
-func PodInfoPatch(pod *corev1.Pod) []PatchOp {
-	if !RunsOurSidecar(pod) {
+func (r Rule) PodInfoPatch(pod *corev1.Pod) []PatchOp {
+	if !r.RunsOurSidecar(pod) {
 		return nil
 	}
 	var ops []PatchOp
@@ -77,7 +84,7 @@ func PodInfoPatch(pod *corev1.Pod) []PatchOp {
 	}
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
-		if !IsOurs(c) || hasMountAt(c, MountPath) {
+		if !r.IsOurs(c) || hasMountAt(c, MountPath) {
 			continue
 		}
 		path := "/spec/containers/" + strconv.Itoa(i) + "/volumeMounts"

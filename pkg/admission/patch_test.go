@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,6 +15,8 @@ import (
 )
 
 const ourImage = "registry.example.com/sriov-udn-binding:v0.1.0"
+
+var defaultRule = Rule{ImageSubstring: ImageMarker}
 
 // launcherPod is a virt-launcher pod as KubeVirt renders it, trimmed: the compute container, then sidecars.
 func launcherPod(sidecars ...corev1.Container) *corev1.Pod {
@@ -41,7 +44,10 @@ var hooksMount = corev1.VolumeMount{Name: "hook-sidecar-sockets", MountPath: "/v
 // (merged by mountPath, so none when a mount at that path exists).
 func mapResult(pod *corev1.Pod) *corev1.Pod {
 	out := pod.DeepCopy()
-	if !RunsOurSidecar(out) {
+	ours := func(c *corev1.Container) bool {
+		return strings.HasPrefix(c.Name, "hook-sidecar-") && strings.Contains(c.Image, "sriov-udn-binding")
+	}
+	if !slices.ContainsFunc(out.Spec.Containers, func(c corev1.Container) bool { return ours(&c) }) {
 		return out
 	}
 	if !hasVolume(out, "sriov-udn-podinfo") {
@@ -54,8 +60,7 @@ func mapResult(pod *corev1.Pod) *corev1.Pod {
 	}
 	for i := range out.Spec.Containers {
 		c := &out.Spec.Containers[i]
-		if strings.HasPrefix(c.Name, "hook-sidecar-") && strings.Contains(c.Image, "sriov-udn-binding") &&
-			!hasMountAt(c, "/var/run/kubevirt-private/downwardapi/podinfo") {
+		if ours(c) && !hasMountAt(c, "/var/run/kubevirt-private/downwardapi/podinfo") {
 			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{
 				Name: "sriov-udn-podinfo", MountPath: "/var/run/kubevirt-private/downwardapi/podinfo", ReadOnly: true,
 			})
@@ -64,12 +69,12 @@ func mapResult(pod *corev1.Pod) *corev1.Pod {
 	return out
 }
 
-// patched applies PodInfoPatch(pod), through its JSON, to pod's JSON with an RFC 6902 applier.
+// patched applies defaultRule.PodInfoPatch(pod), through its JSON, to pod's JSON with an RFC 6902 applier.
 func patched(t *testing.T, pod *corev1.Pod) *corev1.Pod {
 	t.Helper()
 	doc, err := json.Marshal(pod)
 	require.NoError(t, err)
-	patch, err := json.Marshal(PodInfoPatch(pod))
+	patch, err := json.Marshal(defaultRule.PodInfoPatch(pod))
 	require.NoError(t, err)
 	got, err := applyAdds(doc, patch)
 	require.NoError(t, err, "patch %s", patch)
@@ -119,7 +124,7 @@ func TestPodInfoPatch_GivesWhatTheMutatingAdmissionPolicyGives_AndReinvocationAd
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ops := PodInfoPatch(tc.pod)
+			ops := defaultRule.PodInfoPatch(tc.pod)
 			var got []string
 			for _, op := range ops {
 				got = append(got, op.Op+" "+op.Path)
@@ -127,9 +132,18 @@ func TestPodInfoPatch_GivesWhatTheMutatingAdmissionPolicyGives_AndReinvocationAd
 			assert.Equal(t, tc.wantOps, got)
 			after := patched(t, tc.pod)
 			assert.Equal(t, mapResult(tc.pod), after, "the patched pod against the policy's result")
-			assert.Nil(t, PodInfoPatch(after), "a reinvocation adds nothing")
+			assert.Nil(t, defaultRule.PodInfoPatch(after), "a reinvocation adds nothing")
 		})
 	}
+}
+
+// A mirrored image under another name: the rule's substring finds it, and the default one does not.
+func TestRule_ImageSubstring_FindsARenamedImage(t *testing.T) {
+	pod := launcherPod(sidecar("hook-sidecar-0", "mirror.example.com/net/udn-vf-binding:v0.1.0", hooksMount))
+	assert.Nil(t, defaultRule.PodInfoPatch(pod))
+	renamed := Rule{ImageSubstring: "udn-vf-binding"}
+	assert.Len(t, renamed.PodInfoPatch(pod), 2)
+	assert.Nil(t, renamed.PodInfoPatch(launcherPod(sidecar("hook-sidecar-0", ourImage))))
 }
 
 // The values above are the policy's: the policy file itself must name each of them, so that a change to one

@@ -31,7 +31,7 @@ var errNotAReview = errors.New("not an admission.k8s.io/v1 AdmissionReview reque
 // caller refuses it at the HTTP level. A request it cannot mutate (not a v1 Pod, an object that does not
 // decode) is answered allowed=false, with a message naming what is wrong: failurePolicy Fail would refuse the
 // pod anyway, and this way the user reads the reason.
-func Review(body []byte) (*admissionv1.AdmissionReview, Outcome, error) {
+func (r Rule) Review(body []byte) (*admissionv1.AdmissionReview, Outcome, error) {
 	var in admissionv1.AdmissionReview
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, Outcome{}, fmt.Errorf("%w: decode: %w", errNotAReview, err)
@@ -68,7 +68,7 @@ func Review(body []byte) (*admissionv1.AdmissionReview, Outcome, error) {
 	if req.Operation != admissionv1.Create {
 		return review, out, nil // the volumes of a pod never change after its creation
 	}
-	ops := PodInfoPatch(pod)
+	ops := r.PodInfoPatch(pod)
 	if len(ops) == 0 {
 		return review, out, nil
 	}

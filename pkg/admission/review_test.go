@@ -80,7 +80,7 @@ func TestReview_AnswersEachRequest(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			review, out, err := Review(tc.body(t))
+			review, out, err := defaultRule.Review(tc.body(t))
 			require.NoError(t, err)
 			require.NotNil(t, review.Response)
 			assert.Equal(t, "admission.k8s.io/v1", review.APIVersion)
@@ -124,7 +124,7 @@ func TestReview_NoRequestToAnswer_IsAnError(t *testing.T) {
 		"a response only": `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"x","allowed":true}}`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			review, _, err := Review([]byte(body))
+			review, _, err := defaultRule.Review([]byte(body))
 			assert.ErrorIs(t, err, errNotAReview)
 			assert.Nil(t, review)
 		})
@@ -159,7 +159,7 @@ func TestHandler_RefusesWhatIsNotAReviewAndLogsOneLinePerRequest(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs bytes.Buffer
-			h := NewHandler(slog.New(slog.NewJSONHandler(&logs, nil)))
+			h := NewHandler(slog.New(slog.NewJSONHandler(&logs, nil)), defaultRule)
 			req := httptest.NewRequest(tc.method, "/mutate", bytes.NewReader(tc.body))
 			if tc.contentType != "" {
 				req.Header.Set("Content-Type", tc.contentType)
