@@ -86,7 +86,7 @@ func runWebhook(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := serveWebhook(ctx, cfg, logger); err != nil {
-		logger.Error("webhook stopped", "error", err)
+		logger.Error("webhook failed", "error", err)
 		return 1
 	}
 	return 0
