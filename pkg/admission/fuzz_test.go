@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -20,7 +19,7 @@ func FuzzReview(f *testing.F) {
 			assert.ErrorIs(t, err, errNotAReview)
 			return
 		}
-		var in admissionv1.AdmissionReview
+		var in AdmissionReview
 		require.NoError(t, json.Unmarshal(body, &in), "Review answered a body that does not decode")
 		require.NotNil(t, review.Response)
 		assert.Equal(t, in.Request.UID, review.Response.UID)
@@ -33,13 +32,16 @@ func FuzzReview(f *testing.F) {
 		if review.Response.Patch == nil {
 			return
 		}
-		var before corev1.Pod
-		require.NoError(t, json.Unmarshal(in.Request.Object.Raw, &before))
-		doc, err := applyAdds(in.Request.Object.Raw, review.Response.Patch)
+		doc, err := applyAdds(in.Request.Object, review.Response.Patch)
 		require.NoError(t, err, "patch %s", review.Response.Patch)
-		var after corev1.Pod
-		require.NoError(t, json.Unmarshal(doc, &after))
-		assert.Nil(t, defaultRule.PodInfoPatch(&after), "a reinvocation adds nothing")
-		assert.Equal(t, mapResult(&before), &after, "the patched pod against the policy's result")
+		var again Pod
+		require.NoError(t, json.Unmarshal(doc, &again))
+		assert.Nil(t, defaultRule.PodInfoPatch(&again), "a reinvocation adds nothing")
+		// Against the policy's result, where k8s.io/api decodes the pod (the webhook reads fewer fields).
+		var before, after corev1.Pod
+		if json.Unmarshal(in.Request.Object, &before) == nil {
+			require.NoError(t, json.Unmarshal(doc, &after))
+			assert.Equal(t, mapResult(&before), &after, "the patched pod against the policy's result")
+		}
 	})
 }

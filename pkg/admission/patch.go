@@ -3,8 +3,6 @@ package admission
 import (
 	"strconv"
 	"strings"
-
-	corev1 "k8s.io/api/core/v1"
 )
 
 // The values manifests/podinfo-policy/mutating-policy.yaml sets, and the rule it finds our containers by.
@@ -34,12 +32,12 @@ type Rule struct {
 }
 
 // IsOurs reports whether c is one of our hook sidecars.
-func (r Rule) IsOurs(c *corev1.Container) bool {
+func (r Rule) IsOurs(c *Container) bool {
 	return strings.HasPrefix(c.Name, SidecarPrefix) && strings.Contains(c.Image, r.ImageSubstring)
 }
 
 // RunsOurSidecar is the policy's matchCondition: pod has at least one of our sidecars.
-func (r Rule) RunsOurSidecar(pod *corev1.Pod) bool {
+func (r Rule) RunsOurSidecar(pod *Pod) bool {
 	for i := range pod.Spec.Containers {
 		if r.IsOurs(&pod.Spec.Containers[i]) {
 			return true
@@ -50,18 +48,15 @@ func (r Rule) RunsOurSidecar(pod *corev1.Pod) bool {
 
 // podInfoVolume is the volume as the policy writes it; the API server defaults the rest (defaultMode,
 // fieldRef.apiVersion) as it does for the policy's.
-func podInfoVolume() corev1.Volume {
-	return corev1.Volume{
-		Name: VolumeName,
-		VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{Items: []corev1.DownwardAPIVolumeFile{
-			{Path: "labels", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels"}},
-			{Path: "annotations", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations"}},
-		}}},
-	}
+func podInfoVolume() downwardAPIVolume {
+	return downwardAPIVolume{Name: VolumeName, DownwardAPI: downwardAPISource{Items: []downwardAPIFile{
+		{Path: "labels", FieldRef: objectFieldPath{FieldPath: "metadata.labels"}},
+		{Path: "annotations", FieldRef: objectFieldPath{FieldPath: "metadata.annotations"}},
+	}}}
 }
 
-func podInfoMount() corev1.VolumeMount {
-	return corev1.VolumeMount{Name: VolumeName, MountPath: MountPath, ReadOnly: true}
+func podInfoMount() VolumeMount {
+	return VolumeMount{Name: VolumeName, MountPath: MountPath, ReadOnly: true}
 }
 
 // PodInfoPatch returns the operations that give pod the pod-info volume and mount it into each of our
@@ -70,14 +65,14 @@ func podInfoMount() corev1.VolumeMount {
 // As the policy: the volume is appended unless a volume of its name exists (whatever its source; the
 // podinfo-volume policy keeps VMIs from defining one), and the mount is appended to each of our containers
 // that has no mount at MountPath yet (the API server refuses two mounts at one path).
-func (r Rule) PodInfoPatch(pod *corev1.Pod) []PatchOp {
+func (r Rule) PodInfoPatch(pod *Pod) []PatchOp {
 	if !r.RunsOurSidecar(pod) {
 		return nil
 	}
 	var ops []PatchOp
 	if !hasVolume(pod, VolumeName) {
 		if len(pod.Spec.Volumes) == 0 { // absent, null or []: "add" sets the member whichever
-			ops = append(ops, PatchOp{Op: "add", Path: "/spec/volumes", Value: []corev1.Volume{podInfoVolume()}})
+			ops = append(ops, PatchOp{Op: "add", Path: "/spec/volumes", Value: []downwardAPIVolume{podInfoVolume()}})
 		} else {
 			ops = append(ops, PatchOp{Op: "add", Path: "/spec/volumes/-", Value: podInfoVolume()})
 		}
@@ -89,7 +84,7 @@ func (r Rule) PodInfoPatch(pod *corev1.Pod) []PatchOp {
 		}
 		path := "/spec/containers/" + strconv.Itoa(i) + "/volumeMounts"
 		if len(c.VolumeMounts) == 0 {
-			ops = append(ops, PatchOp{Op: "add", Path: path, Value: []corev1.VolumeMount{podInfoMount()}})
+			ops = append(ops, PatchOp{Op: "add", Path: path, Value: []VolumeMount{podInfoMount()}})
 		} else {
 			ops = append(ops, PatchOp{Op: "add", Path: path + "/-", Value: podInfoMount()})
 		}
@@ -97,7 +92,7 @@ func (r Rule) PodInfoPatch(pod *corev1.Pod) []PatchOp {
 	return ops
 }
 
-func hasVolume(pod *corev1.Pod, name string) bool {
+func hasVolume(pod *Pod, name string) bool {
 	for _, v := range pod.Spec.Volumes {
 		if v.Name == name {
 			return true
@@ -106,7 +101,7 @@ func hasVolume(pod *corev1.Pod, name string) bool {
 	return false
 }
 
-func hasMountAt(c *corev1.Container, path string) bool {
+func hasMountAt(c *Container, path string) bool {
 	for _, m := range c.VolumeMounts {
 		if m.MountPath == path {
 			return true

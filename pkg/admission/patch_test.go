@@ -50,7 +50,7 @@ func mapResult(pod *corev1.Pod) *corev1.Pod {
 	if !slices.ContainsFunc(out.Spec.Containers, func(c corev1.Container) bool { return ours(&c) }) {
 		return out
 	}
-	if !hasVolume(out, "sriov-udn-podinfo") {
+	if !slices.ContainsFunc(out.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == "sriov-udn-podinfo" }) {
 		out.Spec.Volumes = append(out.Spec.Volumes, corev1.Volume{Name: "sriov-udn-podinfo", VolumeSource: corev1.VolumeSource{
 			DownwardAPI: &corev1.DownwardAPIVolumeSource{Items: []corev1.DownwardAPIVolumeFile{
 				{Path: "labels", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels"}},
@@ -60,7 +60,9 @@ func mapResult(pod *corev1.Pod) *corev1.Pod {
 	}
 	for i := range out.Spec.Containers {
 		c := &out.Spec.Containers[i]
-		if ours(c) && !hasMountAt(c, "/var/run/kubevirt-private/downwardapi/podinfo") {
+		if ours(c) && !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+			return m.MountPath == "/var/run/kubevirt-private/downwardapi/podinfo"
+		}) {
 			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{
 				Name: "sriov-udn-podinfo", MountPath: "/var/run/kubevirt-private/downwardapi/podinfo", ReadOnly: true,
 			})
@@ -69,12 +71,22 @@ func mapResult(pod *corev1.Pod) *corev1.Pod {
 	return out
 }
 
-// patched applies defaultRule.PodInfoPatch(pod), through its JSON, to pod's JSON with an RFC 6902 applier.
+// decoded is pod as the webhook decodes it from its JSON.
+func decoded(t *testing.T, pod *corev1.Pod) *Pod {
+	t.Helper()
+	doc, err := json.Marshal(pod)
+	require.NoError(t, err)
+	var out Pod
+	require.NoError(t, json.Unmarshal(doc, &out))
+	return &out
+}
+
+// patched applies the patch for pod, through its JSON, to pod's JSON with an RFC 6902 applier.
 func patched(t *testing.T, pod *corev1.Pod) *corev1.Pod {
 	t.Helper()
 	doc, err := json.Marshal(pod)
 	require.NoError(t, err)
-	patch, err := json.Marshal(defaultRule.PodInfoPatch(pod))
+	patch, err := json.Marshal(defaultRule.PodInfoPatch(decoded(t, pod)))
 	require.NoError(t, err)
 	got, err := applyAdds(doc, patch)
 	require.NoError(t, err, "patch %s", patch)
@@ -124,7 +136,7 @@ func TestPodInfoPatch_GivesWhatTheMutatingAdmissionPolicyGives_AndReinvocationAd
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ops := defaultRule.PodInfoPatch(tc.pod)
+			ops := defaultRule.PodInfoPatch(decoded(t, tc.pod))
 			var got []string
 			for _, op := range ops {
 				got = append(got, op.Op+" "+op.Path)
@@ -132,7 +144,7 @@ func TestPodInfoPatch_GivesWhatTheMutatingAdmissionPolicyGives_AndReinvocationAd
 			assert.Equal(t, tc.wantOps, got)
 			after := patched(t, tc.pod)
 			assert.Equal(t, mapResult(tc.pod), after, "the patched pod against the policy's result")
-			assert.Nil(t, defaultRule.PodInfoPatch(after), "a reinvocation adds nothing")
+			assert.Nil(t, defaultRule.PodInfoPatch(decoded(t, after)), "a reinvocation adds nothing")
 		})
 	}
 }
@@ -140,10 +152,10 @@ func TestPodInfoPatch_GivesWhatTheMutatingAdmissionPolicyGives_AndReinvocationAd
 // A mirrored image under another name: the rule's substring finds it, and the default one does not.
 func TestRule_ImageSubstring_FindsARenamedImage(t *testing.T) {
 	pod := launcherPod(sidecar("hook-sidecar-0", "mirror.example.com/net/udn-vf-binding:v0.1.0", hooksMount))
-	assert.Nil(t, defaultRule.PodInfoPatch(pod))
+	assert.Nil(t, defaultRule.PodInfoPatch(decoded(t, pod)))
 	renamed := Rule{ImageSubstring: "udn-vf-binding"}
-	assert.Len(t, renamed.PodInfoPatch(pod), 2)
-	assert.Nil(t, renamed.PodInfoPatch(launcherPod(sidecar("hook-sidecar-0", ourImage))))
+	assert.Len(t, renamed.PodInfoPatch(decoded(t, pod)), 2)
+	assert.Nil(t, renamed.PodInfoPatch(decoded(t, launcherPod(sidecar("hook-sidecar-0", ourImage)))))
 }
 
 // The values above are the policy's: the policy file itself must name each of them, so that a change to one

@@ -5,11 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-
-	admissionv1 "k8s.io/api/admission/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
+
+// patchTypeJSONPatch is admission/v1's PatchTypeJSONPatch.
+const patchTypeJSONPatch = "JSONPatch"
 
 // Outcome is what one review decided: the fields of its log line, never the pod itself.
 type Outcome struct {
@@ -31,8 +30,8 @@ var errNotAReview = errors.New("not an admission.k8s.io/v1 AdmissionReview reque
 // caller refuses it at the HTTP level. A request it cannot mutate (not a v1 Pod, an object that does not
 // decode) is answered allowed=false, with a message naming what is wrong: failurePolicy Fail would refuse the
 // pod anyway, and this way the user reads the reason.
-func (r Rule) Review(body []byte) (*admissionv1.AdmissionReview, Outcome, error) {
-	var in admissionv1.AdmissionReview
+func (r Rule) Review(body []byte) (*AdmissionReview, Outcome, error) {
+	var in AdmissionReview
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, Outcome{}, fmt.Errorf("%w: decode: %w", errNotAReview, err)
 	}
@@ -43,29 +42,29 @@ func (r Rule) Review(body []byte) (*admissionv1.AdmissionReview, Outcome, error)
 		return nil, Outcome{}, fmt.Errorf("%w: no request or no request uid", errNotAReview)
 	}
 	req := in.Request
-	out := Outcome{UID: string(req.UID), Operation: string(req.Operation), Namespace: req.Namespace, Pod: req.Name}
-	resp := &admissionv1.AdmissionResponse{UID: req.UID}
-	review := &admissionv1.AdmissionReview{TypeMeta: in.TypeMeta, Response: resp}
+	out := Outcome{UID: req.UID, Operation: req.Operation, Namespace: req.Namespace, Pod: req.Name}
+	resp := &AdmissionResponse{UID: req.UID}
+	review := &AdmissionReview{APIVersion: in.APIVersion, Kind: in.Kind, Response: resp}
 
 	pod, err := decodePod(req)
 	if err != nil {
 		out.Reason = err.Error()
-		resp.Result = &metav1.Status{
-			Status:  metav1.StatusFailure,
+		resp.Result = &Status{
+			Status:  "Failure",
 			Code:    http.StatusBadRequest,
-			Reason:  metav1.StatusReasonBadRequest,
+			Reason:  "BadRequest",
 			Message: "sriov-udn-binding pod-info webhook: " + out.Reason,
 		}
 		return review, out, nil
 	}
 	if out.Pod == "" {
-		out.Pod = pod.Name
+		out.Pod = pod.Metadata.Name
 		if out.Pod == "" {
-			out.Pod = pod.GenerateName
+			out.Pod = pod.Metadata.GenerateName
 		}
 	}
 	resp.Allowed, out.Allowed = true, true
-	if req.Operation != admissionv1.Create {
+	if req.Operation != "CREATE" {
 		return review, out, nil // the volumes of a pod never change after its creation
 	}
 	ops := r.PodInfoPatch(pod)
@@ -76,13 +75,13 @@ func (r Rule) Review(body []byte) (*admissionv1.AdmissionReview, Outcome, error)
 	if err != nil { // plain values of our own: cannot happen, but never answer with half a patch
 		return nil, out, fmt.Errorf("encode the patch for request %s: %w", req.UID, err)
 	}
-	pt := admissionv1.PatchTypeJSONPatch
+	pt := patchTypeJSONPatch
 	resp.Patch, resp.PatchType, out.Ops = patch, &pt, len(ops)
 	return review, out, nil
 }
 
 // decodePod returns the request's object as a v1 Pod, or an error naming what it is instead.
-func decodePod(req *admissionv1.AdmissionRequest) (*corev1.Pod, error) {
+func decodePod(req *AdmissionRequest) (*Pod, error) {
 	if k := req.Kind; k.Group != "" || k.Version != "v1" || k.Kind != "Pod" {
 		return nil, fmt.Errorf("request %s is for kind %q (group %q, version %q): this webhook mutates v1 Pods only",
 			req.UID, k.Kind, k.Group, k.Version)
@@ -90,11 +89,11 @@ func decodePod(req *admissionv1.AdmissionRequest) (*corev1.Pod, error) {
 	if req.SubResource != "" {
 		return nil, fmt.Errorf("request %s is for subresource %q: this webhook mutates pods on creation only", req.UID, req.SubResource)
 	}
-	if len(req.Object.Raw) == 0 {
+	if len(req.Object) == 0 || string(req.Object) == "null" {
 		return nil, fmt.Errorf("request %s (%s) has no object", req.UID, req.Operation)
 	}
-	var pod corev1.Pod
-	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
+	var pod Pod
+	if err := json.Unmarshal(req.Object, &pod); err != nil {
 		return nil, fmt.Errorf("request %s: decode the object as a v1 Pod: %w", req.UID, err)
 	}
 	if pod.APIVersion != "v1" || pod.Kind != "Pod" {

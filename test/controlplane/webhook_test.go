@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -21,6 +22,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/utils/ptr"
@@ -179,11 +182,17 @@ func TestPodInfoWebhookWithoutMAP(t *testing.T) {
 	// The launcher pods KubeVirt renders: for a VMI with our binding, and for one without any.
 	kv := webhookKubeVirt(t)
 	ourImage := kv.Spec.Configuration.NetworkConfiguration.Binding[bindingName].SidecarImage
-	ours := c.renderLauncherPod(t, kv, toVMI(t, vmiFrom(t, exampleVM(t))))
+	// virt-controller renders a created VMI: the pod's ownerReference needs its uid.
+	vmiOf := func(u *unstructured.Unstructured) *kubevirtv1.VirtualMachineInstance {
+		vmi := toVMI(t, u)
+		vmi.UID = types.UID(uuid.NewString())
+		return vmi
+	}
+	ours := c.renderLauncherPod(t, kv, vmiOf(vmiFrom(t, exampleVM(t))))
 	ourSidecar := sidecarRunning(t, ours, ourImage)
 	plain := vmiFrom(t, exampleVM(t))
 	withBinding(t, plain, "")
-	notOurs := c.renderLauncherPod(t, kv, toVMI(t, plain))
+	notOurs := c.renderLauncherPod(t, kv, vmiOf(plain))
 	notAHookSidecar := notOurs.DeepCopy()
 	notAHookSidecar.Spec.Containers = append(notAHookSidecar.Spec.Containers, corev1.Container{Name: "not-a-hook-sidecar", Image: ourImage})
 	// What the server makes of each with no admission of ours: the baseline.
