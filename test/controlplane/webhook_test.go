@@ -291,4 +291,13 @@ func TestPodInfoWebhookWithoutMAP(t *testing.T) {
 		require.NoError(t, err, "never refused by %s: %v", podInfoMountedPolicy, last)
 		assert.Contains(t, strings.Join(strings.Fields(last.Error()), " "), "the sriov-udn-binding sidecar "+ourSidecar+" has no pod-info volume")
 	})
+	t.Run("overlays/hco-webhook applies on this server too", func(t *testing.T) {
+		// The test pointed the webhook at a URL, which kubectl's three-way merge would add the Service to: back to
+		// the configuration as shipped first.
+		require.NoError(t, mwcs.Delete(ctx, webhookName, metav1.DeleteOptions{}))
+		dir := filepath.Join(manifestsDir, "overlays", "hco-webhook")
+		out, err := kubectl.applyKustomize(dir)
+		require.NoError(t, err, "kubectl apply -k %s: %s", dir, out)
+		c.assertAllStored(t, kustomizeBuild(t, dir))
+	})
 }
