@@ -118,6 +118,9 @@ func TestWebhook_DeploymentServiceAndImage(t *testing.T) {
 	assert.Equal(t, "/healthz", c.ReadinessProbe.HTTPGet.Path)
 	assert.Equal(t, corev1.URISchemeHTTPS, c.ReadinessProbe.HTTPGet.Scheme)
 	assert.NotNil(t, c.Resources.Requests.Memory())
+	require.NotNil(t, c.Lifecycle, "serve while the endpoints drop a stopping pod")
+	require.NotNil(t, c.Lifecycle.PreStop.Sleep)
+	assert.Positive(t, c.Lifecycle.PreStop.Sleep.Seconds)
 
 	svcs := ofKind[*corev1.Service](objs)
 	require.Len(t, svcs, 1)
