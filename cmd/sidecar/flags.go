@@ -96,7 +96,8 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), helpOut io
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(helpOut)
-			fmt.Fprintf(helpOut, "Usage: sriov-udn-binding [flags]\n       sriov-udn-binding render --pod FILE|--pod-info-dir DIR --vmi FILE [--format text|json]\n\nFlags:\n")
+			fmt.Fprintf(helpOut, "Usage: sriov-udn-binding [flags]\n       sriov-udn-binding render --pod FILE|--pod-info-dir DIR --vmi FILE [--format text|json]\n"+
+				"       sriov-udn-binding webhook --tls-cert-file FILE --tls-key-file FILE [flags]\n\nFlags:\n")
 			fs.PrintDefaults()
 			return cfg, errHelp
 		}

@@ -31,7 +31,8 @@ func TestSidecarImports_OnlyPipelineHooksBindingTheirValuesAndItsOwn(t *testing.
 		module + "/pkg/binding",
 		module + "/pkg/model",
 		module + "/pkg/downwardapi",
-		"go.yaml.in/yaml/v3", // render reads --pod and --vmi as YAML or JSON
+		module + "/pkg/admission", // the webhook subcommand serves its handler
+		"go.yaml.in/yaml/v3",      // render reads --pod and --vmi as YAML or JSON
 	}
 	pkg, err := build.Default.ImportDir(".", 0)
 	require.NoError(t, err)

@@ -22,6 +22,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "render" {
 		return runRender(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "webhook" {
+		return runWebhook(args[1:], stdout, stderr)
+	}
 	cfg, err := parseFlags(args, os.LookupEnv, stdout)
 	if errors.Is(err, errHelp) {
 		return 0

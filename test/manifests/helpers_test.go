@@ -14,7 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	admissionregistrationv1beta1 "k8s.io/api/admissionregistration/v1beta1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -39,6 +41,8 @@ func newScheme(t *testing.T) *runtime.Scheme {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		corev1.AddToScheme,
+		appsv1.AddToScheme,
+		policyv1.AddToScheme,
 		admissionregistrationv1.AddToScheme,
 		admissionregistrationv1beta1.AddToScheme,
 		kubevirtv1.AddToScheme,
@@ -67,7 +71,7 @@ const pluginAPIGroup = "plugin.kubevirt.io"
 // Network Operator's node policy. Neither project publishes a Go module this one can require (the module
 // proxy serves neither), so their objects are checked against the projects' own CRDs, with their OpenAPI
 // schemas and CEL rules, by a server dry run on a real kube-apiserver (test/controlplane).
-var crdOnlyGroups = map[string]bool{"k8s.ovn.org": true, "sriovnetwork.openshift.io": true}
+var crdOnlyGroups = map[string]bool{"k8s.ovn.org": true, "sriovnetwork.openshift.io": true, "cert-manager.io": true}
 
 // decodeManifest decodes one object strictly, except a Plugin API object or an object of crdOnlyGroups,
 // which it reads as unstructured.
