@@ -272,6 +272,8 @@ RELEASE_ENTRIES := \
   plugin-kubernetes-1.34-1.35:overlays/plugin:components/kubernetes-1.34-1.35 \
   hco:overlays/hco: \
   hco-kubernetes-1.34-1.35:overlays/hco:components/kubernetes-1.34-1.35 \
+  webhook:overlays/webhook:components/webhook-cert-manager \
+  hco-webhook:overlays/hco-webhook: \
   registration-kubevirt:kubevirt/device-info: \
   registration-kubevirt-pod-info:kubevirt/pod-info: \
   registration-hco:hco:

@@ -45,6 +45,8 @@ func labelledEntryPoints(t *testing.T) map[string]string {
 		filepath.Join(manifestsDir, "overlays", "plugin"),
 		filepath.Join(manifestsDir, "overlays", "hco"),
 		filepath.Join(manifestsDir, "overlays", "e2e"),
+		filepath.Join(manifestsDir, "overlays", "webhook"),
+		filepath.Join(manifestsDir, "overlays", "hco-webhook"),
 	} {
 		out[dir] = dir
 		out[dir+" + kubernetes-1.34-1.35"] = userKustomization(t, dir, []string{k134}, "")
