@@ -44,6 +44,8 @@ var releaseFiles = map[string]string{
 	"sriov-udn-binding-plugin-kubernetes-1.34-1.35-" + releaseVersion + ".yaml":    mapV1beta1,
 	"sriov-udn-binding-hco-" + releaseVersion + ".yaml":                            mapV1,
 	"sriov-udn-binding-hco-kubernetes-1.34-1.35-" + releaseVersion + ".yaml":       mapV1beta1,
+	"sriov-udn-binding-webhook-" + releaseVersion + ".yaml":                        "",
+	"sriov-udn-binding-hco-webhook-" + releaseVersion + ".yaml":                    "",
 	"sriov-udn-binding-registration-kubevirt-" + releaseVersion + ".yaml":          "",
 	"sriov-udn-binding-registration-kubevirt-pod-info-" + releaseVersion + ".yaml": "",
 	"sriov-udn-binding-registration-hco-" + releaseVersion + ".yaml":               "",
