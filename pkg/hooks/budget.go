@@ -46,13 +46,14 @@ type Budget struct {
 
 	mu      sync.Mutex
 	held    int64
-	refused int // refusals since the budget last had room, logged when it has again
+	refused int                       // refusals since the budget last had room, logged when it has again
+	live    map[*reservation]struct{} // the reservations not yet released
 }
 
 // NewBudget returns a budget of limits.BudgetBytes, reserving limits.StreamReserve() per stream.
 func NewBudget(limits Limits, logger *slog.Logger) *Budget {
 	return &Budget{limit: limits.BudgetBytes, reserve: limits.StreamReserve(), timeout: limits.ReceiveTimeout, log: logger,
-		slots: semaphore.NewWeighted(int64(max(limits.Connections, 1)))}
+		slots: semaphore.NewWeighted(int64(max(limits.Connections, 1))), live: map[*reservation]struct{}{}}
 }
 
 // listener accepts from ln while the process holds fewer connections than its slots; the next connection
@@ -115,7 +116,8 @@ type reservationKey struct{}
 type reservation struct {
 	b      *Budget
 	method string
-	timer  *time.Timer // the receive deadline, stopped when the request is whole
+	timer  *time.Timer     // the receive deadline, stopped when the request is whole
+	ctx    context.Context // the stream's: once it is done, the share may be taken back (reapLocked)
 
 	n        int64
 	released bool
@@ -130,7 +132,10 @@ func (b *Budget) tap(ctx context.Context, info *tap.Info) (context.Context, erro
 			path.Base(info.FullMethodName), b.Held(), b.limit, b.reserve)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	r := &reservation{b: b, method: info.FullMethodName, n: b.reserve}
+	r := &reservation{b: b, method: info.FullMethodName, n: b.reserve, ctx: ctx}
+	b.mu.Lock()
+	b.live[r] = struct{}{}
+	b.mu.Unlock()
 	r.timer = time.AfterFunc(b.timeout, func() {
 		b.log.Warn("hook call refused", "hook", path.Base(r.method), "service", path.Dir(r.method),
 			"error", fmt.Sprintf("the request did not arrive within %s of its headers", b.timeout))
@@ -166,6 +171,9 @@ func (b *Budget) acquire(n int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.held+n > b.limit {
+		b.reapLocked()
+	}
+	if b.held+n > b.limit {
 		b.refused++
 		if b.refused == 1 {
 			b.log.Warn("request budget full, refusing new calls", "held", b.held, "budget", b.limit, "need", n)
@@ -174,6 +182,20 @@ func (b *Budget) acquire(n int64) bool {
 	}
 	b.held += n
 	return true
+}
+
+// reapLocked takes back, under b.mu, the share of every stream that has ended but whose release has not run
+// yet. grpc-go closes a connection's socket before it cancels the connection's streams, and context.AfterFunc
+// runs the release in a goroutine of its own: a peer that sees the socket close can connect and call again
+// before a dead stream's share is back, and would be refused for the bytes of a stream that no longer exists.
+func (b *Budget) reapLocked() {
+	for r := range b.live {
+		if r.ctx.Err() != nil {
+			b.held -= r.n
+			r.n, r.released = 0, true
+			delete(b.live, r)
+		}
+	}
 }
 
 // resize makes the reservation n bytes, and with release returns it for good. A larger n is taken even
@@ -188,6 +210,9 @@ func (r *reservation) resize(n int64, release bool) {
 	}
 	b.held += n - r.n
 	r.n, r.released = n, release
+	if release {
+		delete(b.live, r)
+	}
 	if b.refused > 0 && b.held+b.reserve <= b.limit {
 		b.log.Info("request budget has room again", "refused", b.refused, "held", b.held, "budget", b.limit)
 		b.refused = 0
