@@ -272,20 +272,7 @@ func testLauncherPod(t *testing.T, c *cluster, k *kubectl) {
 			created := decided(c.createPod(t, pods[name], false))
 			rest, volume, mounts := withoutPodInfo(t, created, container)
 			assert.Equal(t, baseline[name], rest, "the pod apart from the pod-info volume and mount")
-			require.NotNil(t, volume.DownwardAPI, "volume %s: %+v", podInfoVolume, volume)
-			var files []string
-			for _, item := range volume.DownwardAPI.Items {
-				require.NotNil(t, item.FieldRef)
-				files = append(files, item.Path+"<-"+item.FieldRef.FieldPath)
-			}
-			assert.Equal(t, []string{"labels<-metadata.labels", "annotations<-metadata.annotations"}, files)
-			assert.Equal(t, podInfoVolume, created.Spec.Volumes[len(created.Spec.Volumes)-1].Name, "appended after KubeVirt's volumes")
-			assert.Equal(t, []corev1.VolumeMount{{Name: podInfoVolume, MountPath: podInfoDir, ReadOnly: true}}, mounts)
-			for _, ctr := range created.Spec.Containers {
-				if ctr.Name == container {
-					assert.Equal(t, podInfoVolume, ctr.VolumeMounts[len(ctr.VolumeMounts)-1].Name)
-				}
-			}
+			assertPodInfoAdded(t, created, container, volume, mounts)
 		})
 		t.Run(name+": creating the same pod again is idempotent", func(t *testing.T) {
 			first := decided(c.createPod(t, pods[name], false))
@@ -313,4 +300,24 @@ func testLauncherPod(t *testing.T, c *cluster, k *kubectl) {
 			}
 		}
 	})
+}
+
+// assertPodInfoAdded checks, field by field, the pod-info volume and mount that the MutatingAdmissionPolicy (or the
+// webhook) added to created for its sidecar container, as withoutPodInfo found them.
+func assertPodInfoAdded(t *testing.T, created *corev1.Pod, container string, volume corev1.Volume, mounts []corev1.VolumeMount) {
+	t.Helper()
+	require.NotNil(t, volume.DownwardAPI, "volume %s: %+v", podInfoVolume, volume)
+	var files []string
+	for _, item := range volume.DownwardAPI.Items {
+		require.NotNil(t, item.FieldRef)
+		files = append(files, item.Path+"<-"+item.FieldRef.FieldPath)
+	}
+	assert.Equal(t, []string{"labels<-metadata.labels", "annotations<-metadata.annotations"}, files)
+	assert.Equal(t, podInfoVolume, created.Spec.Volumes[len(created.Spec.Volumes)-1].Name, "appended after KubeVirt's volumes")
+	assert.Equal(t, []corev1.VolumeMount{{Name: podInfoVolume, MountPath: podInfoDir, ReadOnly: true}}, mounts)
+	for _, ctr := range created.Spec.Containers {
+		if ctr.Name == container {
+			assert.Equal(t, podInfoVolume, ctr.VolumeMounts[len(ctr.VolumeMounts)-1].Name)
+		}
+	}
 }

@@ -232,20 +232,7 @@ func TestPodInfoWebhookWithoutMAP(t *testing.T) {
 		rest, volume, mounts := withoutPodInfo(t, created, ourSidecar)
 		assert.Equal(t, baseline["ours"], rest, "the pod apart from the pod-info volume and mount")
 		// As testLauncherPod expects of the MutatingAdmissionPolicy, field by field.
-		require.NotNil(t, volume.DownwardAPI, "volume %s: %+v", podInfoVolume, volume)
-		var files []string
-		for _, item := range volume.DownwardAPI.Items {
-			require.NotNil(t, item.FieldRef)
-			files = append(files, item.Path+"<-"+item.FieldRef.FieldPath)
-		}
-		assert.Equal(t, []string{"labels<-metadata.labels", "annotations<-metadata.annotations"}, files)
-		assert.Equal(t, podInfoVolume, created.Spec.Volumes[len(created.Spec.Volumes)-1].Name, "appended after KubeVirt's volumes")
-		assert.Equal(t, []corev1.VolumeMount{{Name: podInfoVolume, MountPath: podInfoDir, ReadOnly: true}}, mounts)
-		for _, ctr := range created.Spec.Containers {
-			if ctr.Name == ourSidecar {
-				assert.Equal(t, podInfoVolume, ctr.VolumeMounts[len(ctr.VolumeMounts)-1].Name)
-			}
-		}
+		assertPodInfoAdded(t, created, ourSidecar, volume, mounts)
 	})
 	t.Run("a pod already mutated (a reinvocation) gains nothing", func(t *testing.T) {
 		first := decided(c.createPod(t, ours, false))
