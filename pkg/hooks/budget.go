@@ -13,6 +13,9 @@ import (
 	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/proto"
@@ -81,7 +84,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		l.slots.Release(1)
 		return nil, err
 	}
-	return &limitedConn{Conn: c, release: sync.OnceFunc(func() { l.slots.Release(1) })}, nil
+	return &limitedConn{Conn: c, release: sync.OnceFunc(func() { l.slots.Release(1) }), streams: map[*reservation]struct{}{}}, nil
 }
 
 func (l *limitListener) Close() error {
@@ -89,16 +92,71 @@ func (l *limitListener) Close() error {
 	return l.Listener.Close()
 }
 
-// limitedConn gives its slot back on its first Close.
+// limitedConn gives its slot back on its first Close, and first the shares of its streams (connCredentials).
 type limitedConn struct {
 	net.Conn
 	release func()
+
+	mu      sync.Mutex
+	streams map[*reservation]struct{} // nil once closed
 }
 
 func (c *limitedConn) Close() error {
 	defer c.release()
+	c.mu.Lock()
+	streams := c.streams
+	c.streams = nil
+	c.mu.Unlock()
+	for r := range streams {
+		r.release()
+	}
 	return c.Conn.Close()
 }
+
+// track ties r to the connection, whose Close releases it; false when the connection is closed already.
+func (c *limitedConn) track(r *reservation) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.streams == nil {
+		return false
+	}
+	c.streams[r] = struct{}{}
+	return true
+}
+
+func (c *limitedConn) untrack(r *reservation) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.streams, r)
+}
+
+// connCredentials are the insecure credentials (a unix socket inside the pod: nothing to authenticate or
+// encrypt) with one addition: each connection's AuthInfo names the connection, so that tap can tie a stream's
+// share to it. grpc-go closes a connection's socket before it cancels the connection's streams
+// (http2Server.Close), so a peer that sees its connection end can call again before those streams end; with
+// the shares given back in limitedConn.Close, they are back before the socket closes.
+type connCredentials struct {
+	credentials.TransportCredentials
+}
+
+func newConnCredentials() credentials.TransportCredentials {
+	return connCredentials{insecure.NewCredentials()}
+}
+
+func (c connCredentials) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	lc, _ := conn.(*limitedConn)
+	return conn, connInfo{CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.NoSecurity}, conn: lc}, nil
+}
+
+func (c connCredentials) Clone() credentials.TransportCredentials { return c }
+
+// connInfo is a connection's AuthInfo: insecure, as grpc-go's own, and the connection.
+type connInfo struct {
+	credentials.CommonAuthInfo
+	conn *limitedConn
+}
+
+func (connInfo) AuthType() string { return "insecure" }
 
 // Held is what reservations hold now (tests, the bench).
 func (b *Budget) Held() int64 {
@@ -115,6 +173,7 @@ type reservationKey struct{}
 // reservation is one stream's share of the budget; n and released are guarded by b.mu.
 type reservation struct {
 	b      *Budget
+	conn   *limitedConn // the stream's connection, when its credentials name it
 	method string
 	timer  *time.Timer     // the receive deadline, stopped when the request is whole
 	ctx    context.Context // the stream's: once it is done, the share may be taken back (reapLocked)
@@ -142,7 +201,15 @@ func (b *Budget) tap(ctx context.Context, info *tap.Info) (context.Context, erro
 		cancel(errReceiveTimeout)
 	})
 	// The stream's context ends with the stream (grpc-go cancels it in closeStream and finishStream), and
-	// with every stream of a connection that closes.
+	// with every stream of a connection that closes; the connection's Close gives the share back first.
+	if p, ok := peer.FromContext(ctx); ok {
+		if ci, ok := p.AuthInfo.(connInfo); ok && ci.conn != nil {
+			r.conn = ci.conn
+			if !r.conn.track(r) { // closed already: the stream is ending
+				r.release()
+			}
+		}
+	}
 	context.AfterFunc(ctx, r.release)
 	return context.WithValue(ctx, reservationKey{}, r), nil
 }
@@ -222,6 +289,9 @@ func (r *reservation) resize(n int64, release bool) {
 func (r *reservation) release() {
 	r.timer.Stop()
 	r.resize(0, true)
+	if r.conn != nil {
+		r.conn.untrack(r)
+	}
 }
 
 // messageSize is a request's or an answer's encoded size (protobuf computes it from the fields' lengths).

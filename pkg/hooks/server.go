@@ -128,6 +128,8 @@ func (s *Server) serverOptions(l Limits) []grpc.ServerOption {
 		// Every stream reserves its share of the process-wide budget before any of its data is read, and a
 		// request that does not arrive in time is cancelled (budget.go).
 		grpc.InTapHandle(s.cfg.Budget.tap),
+		// Insecure, and each stream knows its connection, which gives its share back as it closes (budget.go).
+		grpc.Creds(newConnCredentials()),
 		// A client that connects and stays silent is dropped after this long instead of gRPC's 120 s;
 		// grpc-go's stop waits for connections in their handshake, so this also bounds a stop.
 		grpc.ConnectionTimeout(l.Handshake),
