@@ -235,6 +235,9 @@ func deployKubeVirt(ctx context.Context, node *Node, operator string) error {
 	// Made by `kubectl apply`, as many installs do: it carries a last-applied configuration, which a `kubectl
 	// apply` of a partial KubeVirt would three-way merge with and drop every field ours has not. docs/install.md
 	// registers with a merge patch, and keptCR checks that every field stays.
+	if _, err := node.Kube().Run(ctx, nil, "wait", "--for=condition=Established", "--timeout=60s", "crd/kubevirts.kubevirt.io"); err != nil {
+		return fmt.Errorf("KubeVirt CRD: %w", err)
+	}
 	if _, err := node.Kube().Run(ctx, []byte(KubeVirtCR), "apply", "-f", "-"); err != nil {
 		return fmt.Errorf("KubeVirt: %w", err)
 	}
