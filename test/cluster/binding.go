@@ -128,15 +128,7 @@ func (n *Node) Uninstall(ctx context.Context, repoRoot string) error {
 	if err != nil {
 		return fmt.Errorf("uninstall (docs/install.md):\n%s\n%w\n%s", script, err, out)
 	}
-	if left := strings.TrimSpace(lastLine(string(out))); strings.Contains(left, "/") {
-		return fmt.Errorf("uninstall (docs/install.md): objects of ours are left: %s", out)
-	}
-	return nil
-}
-
-func lastLine(s string) string {
-	s = strings.TrimRight(s, "\n")
-	return s[strings.LastIndex(s, "\n")+1:]
+	return nil // what is left, the caller checks (cluster_test.go uninstall)
 }
 
 // OurLabel selects every object of ours (docs/install.md "Upgrade").
