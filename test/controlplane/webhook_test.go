@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	certutil "k8s.io/client-go/util/cert"
@@ -287,4 +288,59 @@ func TestPodInfoWebhookWithoutMAP(t *testing.T) {
 		require.NoError(t, err, "kubectl apply -k %s: %s", dir, out)
 		c.assertAllStored(t, kustomizeBuild(t, dir))
 	})
+	t.Run("docs/install.md's uninstall leaves nothing of the webhook entry points", func(t *testing.T) {
+		testWebhookUninstall(t, c)
+	})
+}
+
+// testWebhookUninstall runs docs/install.md's uninstall block on a server without MutatingAdmissionPolicy, after
+// overlays/webhook and overlays/hco-webhook were applied, with what the page says to leave out there (the
+// MutatingAdmissionPolicy kinds; the Plugin line), no examples (none were applied) and no KubeVirt CR to patch
+// (this server has none; testUninstall checks that line). Our namespace is deleted
+// without waiting: its finalizer is kube-controller-manager's, which does not run here, so it stays Terminating.
+func testWebhookUninstall(t *testing.T, c *cluster) {
+	ctx := t.Context()
+	var lines []string
+	for _, b := range markedBlocks(t, filepath.Join("docs", "install.md"), markControlPlane+"-uninstall") {
+		for _, l := range strings.Split(b.text, "\n") {
+			switch {
+			case strings.Contains(l, "manifests/examples/"), strings.Contains(l, "plugins.plugin.kubevirt.io"),
+				strings.HasPrefix(l, "kubectl delete mutatingadmissionpolicybindings,mutatingadmissionpolicies"),
+				strings.HasPrefix(l, "kubectl -n kubevirt patch kubevirt"): // no KubeVirt CR on this server: testUninstall covers it
+				continue
+			case strings.HasPrefix(l, "kubectl delete namespaces"):
+				l += " --wait=false"
+			case strings.HasPrefix(l, "kubectl get "):
+				l = strings.Replace(l, "mutatingadmissionpolicies,mutatingadmissionpolicybindings,", "", 1)
+			}
+			lines = append(lines, l)
+		}
+	}
+	b := shellBlock{file: "docs/install.md (uninstall, no MutatingAdmissionPolicy)", text: strings.Join(lines, "\n")}
+	out, err := runBlock(t, t.TempDir(), b, c.docEnv(t))
+	require.NoError(t, err, "%s\noutput:\n%s", b.text, out)
+
+	gvr := func(group, version, resource string) schema.GroupVersionResource {
+		return schema.GroupVersionResource{Group: group, Version: version, Resource: resource}
+	}
+	for _, r := range []schema.GroupVersionResource{
+		gvr("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies"),
+		gvr("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings"),
+		gvr("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations"),
+		gvr("apps", "v1", "deployments"),
+		gvr("policy", "v1", "poddisruptionbudgets"),
+		gvr("", "v1", "services"),
+		gvr("", "v1", "serviceaccounts"),
+		gvr("", "v1", "configmaps"),
+		gvr("", "v1", "namespaces"),
+	} {
+		list, err := c.dynamic.Resource(r).List(ctx, metav1.ListOptions{LabelSelector: ourLabel})
+		require.NoError(t, err, "%s", r)
+		for _, o := range list.Items {
+			if r.Resource == "namespaces" && o.GetDeletionTimestamp() != nil {
+				continue // Terminating: the namespace controller would finish it
+			}
+			t.Errorf("%s %s/%s is left after the uninstall", r.Resource, o.GetNamespace(), o.GetName())
+		}
+	}
 }
