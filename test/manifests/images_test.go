@@ -98,7 +98,7 @@ func TestKustomize_ImagesTransformer_OtherNameLeavesSidecarImage(t *testing.T) {
 // No entry point holds a KubeVirt or HyperConverged CR: `kubectl apply` of a partial CR drops every field of a CR
 // made by `kubectl apply` that ours lacks, so the registration is a merge patch of its own (docs/install.md).
 func TestKustomize_NoEntryPointHoldsTheCR(t *testing.T) {
-	for _, ep := range []string{manifestsDir, "stock", "pod-info", "plugin", "hco", "e2e"} {
+	for _, ep := range []string{manifestsDir, "stock", "pod-info", "plugin", "hco", "e2e", "webhook", "hco-webhook"} {
 		if ep != manifestsDir {
 			ep = filepath.Join(manifestsDir, "overlays", ep)
 		}
