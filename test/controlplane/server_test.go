@@ -20,7 +20,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apiserver/pkg/storage/etcd3/testserver"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -128,7 +127,7 @@ func startControlPlane(t *testing.T, k kubeVersion) *cluster {
 	bin := kubeAPIServerBinary(t, k)
 	featureFlags := k.flags(t)
 	start := time.Now()
-	etcdClient := testserver.RunEtcd(t, testserver.NewTestConfig(t))
+	etcdEndpoints := startEtcd(t)
 
 	dir := t.TempDir()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -147,17 +146,11 @@ func startControlPlane(t *testing.T, k kubeVersion) *cluster {
 	certFile, certKeyFile := filepath.Join(dir, "apiserver.crt"), filepath.Join(dir, "apiserver.key")
 	require.NoError(t, os.WriteFile(certFile, certPEM, 0o600))
 	require.NoError(t, os.WriteFile(certKeyFile, certKeyPEM, 0o600))
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := listener.Addr().(*net.TCPAddr).Port
-	require.NoError(t, listener.Close())
-
 	flags := append([]string{
-		"--etcd-servers=" + strings.Join(etcdClient.Endpoints(), ","),
+		"--etcd-servers=" + strings.Join(etcdEndpoints, ","),
 		"--etcd-prefix=/" + uuid.NewString(),
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
-		"--secure-port=" + strconv.Itoa(port),
 		"--tls-cert-file=" + certFile,
 		"--tls-private-key-file=" + certKeyFile,
 		"--service-cluster-ip-range=10.0.0.0/16",
@@ -168,7 +161,30 @@ func startControlPlane(t *testing.T, k kubeVersion) *cluster {
 		"--authorization-mode=Node,RBAC",
 	}, featureFlags...)
 
-	logPath := filepath.Join(dir, "kube-apiserver.log")
+	// The port is one no outgoing connection can hold (unusedPort); should another program still bind it first,
+	// the server exits saying so, and it starts again on another.
+	var c *cluster
+	for attempt := 1; ; attempt++ {
+		var taken bool
+		c, taken = launchAPIServer(t, bin, flags, token, certFile, filepath.Join(dir, fmt.Sprintf("kube-apiserver-%d.log", attempt)))
+		if !taken {
+			break
+		}
+		require.Less(t, attempt, 3, "kube-apiserver found its port taken %d times", attempt)
+	}
+	c.k8s = k
+	c.startup = time.Since(start)
+	t.Logf("etcd + kube-apiserver %s %v ready in %v", k.name, featureFlags, c.startup.Round(time.Millisecond))
+	return c
+}
+
+// launchAPIServer starts bin with flags on a port of unusedPort's, logging to logPath, and waits until it is
+// ready. taken says that it exited because another program had bound its port first (then nothing of it is
+// left to stop); any other failure ends t. The server stops at the end of t.
+func launchAPIServer(t *testing.T, bin string, flags []string, token, certFile, logPath string) (c *cluster, taken bool) {
+	t.Helper()
+	port := unusedPort(t)
+	flags = append([]string{"--secure-port=" + strconv.Itoa(port)}, flags...)
 	logFile, err := os.Create(logPath)
 	require.NoError(t, err)
 	defer logFile.Close()
@@ -178,7 +194,7 @@ func startControlPlane(t *testing.T, k kubeVersion) *cluster {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	logTail := func() string { return tail(logPath, 30) }
-	t.Cleanup(func() {
+	stop := func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case err := <-done:
@@ -187,8 +203,7 @@ func startControlPlane(t *testing.T, k kubeVersion) *cluster {
 			_ = cmd.Process.Kill()
 			t.Errorf("kube-apiserver did not stop within 60 s of SIGTERM; its log ends:\n%s", logTail())
 		}
-	})
-	ctx := t.Context()
+	}
 
 	config := &rest.Config{
 		Host:            "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
@@ -197,17 +212,18 @@ func startControlPlane(t *testing.T, k kubeVersion) *cluster {
 		// The suite creates many objects quickly; client-go's default 5 QPS would make it wait for nothing.
 		QPS: 500, Burst: 1000,
 	}
-	c := &cluster{config: config, k8s: k}
+	c = &cluster{config: config}
 	c.kube, err = kubernetes.NewForConfig(config)
 	require.NoError(t, err)
 	c.dynamic, err = dynamic.NewForConfig(config)
 	require.NoError(t, err)
 	// Ready: every post-start hook ran (bootstrap RBAC, the default namespace, CRD informers).
 	var last string
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	exited := false
+	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		select {
 		case err := <-done:
-			done <- err
+			exited = true
 			return false, fmt.Errorf("kube-apiserver exited (%v); its log ends:\n%s", err, logTail())
 		default:
 		}
@@ -218,10 +234,15 @@ func startControlPlane(t *testing.T, k kubeVersion) *cluster {
 		}
 		return err == nil, nil
 	})
+	if exited && strings.Contains(logTail(), "address already in use") {
+		t.Logf("kube-apiserver: port %d was taken before it bound it; starting it on another", port)
+		return nil, true
+	}
+	if !exited {
+		t.Cleanup(stop)
+	}
 	require.NoError(t, err, "kube-apiserver never ready: %s", last)
-	c.startup = time.Since(start)
-	t.Logf("etcd + kube-apiserver %s %v ready in %v", k.name, featureFlags, c.startup.Round(time.Millisecond))
-	return c
+	return c, false
 }
 
 // tail returns the last n lines of the file at path (or why it cannot be read).
