@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -33,8 +34,19 @@ const (
 	guestNAD    = "udn-guest"
 )
 
-// guestVMYAML is the VM; resolvConf is the host-local resolvConf path (a file the test writes).
-func guestVMYAML(resolvConf string) string {
+// standinAliasLabel is the VF stand-in's label (test/cmd/cluster-vfstandin AliasLabel): set to "kubevirt" on a
+// VMI, it gives the stand-in's emulated NIC KubeVirt's own alias, so that virt-handler reports it under the
+// interface's name as it reports a real VF's hostdev. It also hides stock virt-launcher's NIC hot-plug defect
+// (defect_test.go), so only the VM whose tests read vmi.status.interfaces carries it.
+const standinAliasLabel = "cluster.sriov-udn.test/vf-standin-alias"
+
+// guestVMYAML is the VM named name; resolvConf is the host-local resolvConf path (a file the test writes).
+// statusAlias labels its VMI with standinAliasLabel=kubevirt.
+func guestVMYAML(resolvConf, name string, statusAlias bool) string {
+	labels := "{}"
+	if statusAlias {
+		labels = "{" + standinAliasLabel + ": kubevirt}"
+	}
 	return fmt.Sprintf(`apiVersion: k8s.cni.cncf.io/v1
 kind: NetworkAttachmentDefinition
 metadata: {name: %[1]s, namespace: default}
@@ -55,6 +67,7 @@ metadata: {name: %[3]s, namespace: default}
 spec:
   runStrategy: Always
   template:
+    metadata: {labels: %[11]s}
     spec:
       # As docs/install.md's example VM (manifests/examples/vm.yaml): our ValidatingAdmissionPolicy refuses a VM
       # using the binding without an explicit evictionStrategy, and warns without the memlock reservation.
@@ -81,8 +94,8 @@ spec:
       volumes:
       - {name: root, containerDisk: {image: "%[10]s", imagePullPolicy: IfNotPresent}}
       - {name: cloudinit, cloudInitNoCloud: {userData: "#cloud-config\n"}}
-`, guestNAD, resolvConf, guestVM, guest.ClusterKernelArgs, GuestKernelImage, GuestKernelPath, GuestInitrdPath,
-		guestPodMAC, guestVFMAC, GuestDiskImage)
+`, guestNAD, resolvConf, name, guest.ClusterKernelArgs, GuestKernelImage, GuestKernelPath, GuestInitrdPath,
+		guestPodMAC, guestVFMAC, GuestDiskImage, labels)
 }
 
 // plainGuestVMI is the same guest with the pod NIC only.
@@ -323,18 +336,71 @@ func checkGuestNetwork(t *testing.T, run *guestRun) {
 // guestExec runs a shell command in the guest through QEMU's guest agent (guest-exec, from the compute
 // container's virsh), without waiting for it to finish: the command may take the guest's network down.
 func guestExec(ctx context.Context, e *env, run *guestRun, script string) error {
-	cmd, err := json.Marshal(map[string]any{"execute": "guest-exec", "arguments": map[string]any{
+	_, err := agentCommand(ctx, e, run, map[string]any{"execute": "guest-exec", "arguments": map[string]any{
 		"path": "/bin/sh", "arg": []string{"-c", script}}})
-	if err != nil {
-		return err
-	}
-	_, err = e.node.Kube().Run(ctx, nil, "exec", "-n", "default", run.pod.Name, "-c", "compute", "--", "virsh", "-c",
-		"qemu+unix:///session?socket=/var/run/libvirt/virtqemud-sock", "qemu-agent-command", "default_"+guestVM, string(cmd))
 	if err != nil {
 		return fmt.Errorf("guest: guest-exec %q: %w", script, err)
 	}
 	return nil
 }
+
+// guestOutput runs a shell command in the guest through QEMU's guest agent and returns what it wrote to
+// standard output, once it exited 0.
+func guestOutput(ctx context.Context, e *env, run *guestRun, script string) (string, error) {
+	out, err := agentCommand(ctx, e, run, map[string]any{"execute": "guest-exec", "arguments": map[string]any{
+		"path": "/bin/sh", "arg": []string{"-c", script}, "capture-output": true}})
+	if err != nil {
+		return "", fmt.Errorf("guest: guest-exec %q: %w", script, err)
+	}
+	var started struct {
+		Return struct{ PID int } `json:"return"`
+	}
+	if err := json.Unmarshal(out, &started); err != nil {
+		return "", fmt.Errorf("guest: guest-exec %q: %w: %s", script, err, out)
+	}
+	var status struct {
+		Return struct {
+			Exited   bool   `json:"exited"`
+			ExitCode int    `json:"exitcode"`
+			OutData  []byte `json:"out-data"` // base64 in the JSON
+			ErrData  []byte `json:"err-data"`
+		} `json:"return"`
+	}
+	err = e.node.pollFor(ctx, "guest: "+script+" exited", time.Minute, 200*time.Millisecond, nil, func() error {
+		out, err := agentCommand(ctx, e, run, map[string]any{"execute": "guest-exec-status", "arguments": map[string]any{"pid": started.Return.PID}})
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(out, &status); err != nil {
+			return fmt.Errorf("%w: %s", err, out)
+		}
+		if !status.Return.Exited {
+			return errors.New("still running")
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	if status.Return.ExitCode != 0 {
+		return "", fmt.Errorf("guest: %q exited %d: %s", script, status.Return.ExitCode, status.Return.ErrData)
+	}
+	return string(status.Return.OutData), nil
+}
+
+// agentCommand sends one command to the guest agent of run's VMI (virsh qemu-agent-command in the compute
+// container) and returns the agent's answer.
+func agentCommand(ctx context.Context, e *env, run *guestRun, command map[string]any) ([]byte, error) {
+	cmd, err := json.Marshal(command)
+	if err != nil {
+		return nil, err
+	}
+	return e.node.Kube().Run(ctx, nil, "exec", "-n", "default", run.pod.Name, "-c", "compute", "--", "virsh", "-c",
+		libvirtURI, "qemu-agent-command", "default_"+run.vmi.Name, string(cmd))
+}
+
+// libvirtURI is the compute container's libvirt (virt-launcher's non-root virtqemud).
+const libvirtURI = "qemu+unix:///session?socket=/var/run/libvirt/virtqemud-sock"
 
 // flapMark is the interface the guest adds when it flaps: the guest agent reports it, so its entry in
 // vmi.status.interfaces says that the agent's report of the flap has reached the status.
@@ -392,7 +458,7 @@ func TestVM_GuestStatusFlapMigrationRestart(t *testing.T) {
 
 	t0 = time.Now()
 	require.NoError(t, e.node.waitFor(ctx, "KubeVirt: the VM accepted", 2*time.Minute, nil, func() error {
-		_, err := e.node.Kube().Run(ctx, []byte(guestVMYAML(resolv)), "apply", "-f", "-")
+		_, err := e.node.Kube().Run(ctx, []byte(guestVMYAML(resolv, guestVM, true)), "apply", "-f", "-")
 		return err
 	}))
 	t.Cleanup(func() { _, _ = e.node.Kube().Run(ctx, nil, "delete", "vm", guestVM, "--wait=true", "--timeout=3m") })

@@ -98,7 +98,7 @@ func TestBuildAnnotations_ParseWithTheSidecarsParsers(t *testing.T) {
 			},
 		},
 		{
-			name: "SR-IOV UDN without IPAM and a none network",
+			name: "SR-IOV UDN without IPAM and a none network (left out of network-status)",
 			def:  bridgeResult("10.244.0.6", "fd00:10:244::6"),
 			atts: []Attachment{
 				sriovAttachment("sriov1", "ns1", "l2net", "02:00:00:00:00:02", nil),
@@ -108,7 +108,6 @@ func TestBuildAnnotations_ParseWithTheSidecarsParsers(t *testing.T) {
 			wantStatus: []wantStatus{
 				{name: "pods", iface: "eth0", mac: "0a:58:0a:f4:00:05", ips: []string{"10.244.0.6", "fd00:10:244::6"}, gateways: []string{"10.244.0.1", "fd00:10:244::1"}, isDefault: true},
 				{name: "ns1/l2net", iface: podIface, mac: "02:00:00:00:00:02", pci: "0000:65:00.2"},
-				{name: "ns2/dummy", iface: hashedPodIfaceName("other")},
 			},
 			wantPN: []wantPN{
 				{key: "default", role: "primary", mac: "0a:58:0a:f4:00:05", ips: []string{"10.244.0.6/24", "fd00:10:244::6/64"}, gateways: []string{"10.244.0.1", "fd00:10:244::1"}, routes: 8},

@@ -317,8 +317,8 @@ func TestAddCheckDel_RealPluginsInRealNetns(t *testing.T) {
 	assert.Equal(t, 1, f.cluster.patches)
 	snap := downwardapi.SnapshotFromMaps(pod.Labels, pod.Annotations)
 	require.Empty(t, snap.Problems)
-	require.Len(t, snap.NetworkStatus, 3)
-	def, udn, dummy := snap.NetworkStatus[0], snap.NetworkStatus[1], snap.NetworkStatus[2]
+	require.Len(t, snap.NetworkStatus, 2, "the cluster network and the UDN; the none network is left out")
+	def, udn := snap.NetworkStatus[0], snap.NetworkStatus[1]
 	assert.True(t, def.Default)
 	assert.Equal(t, "eth0", def.Interface)
 	assert.ElementsMatch(t, []string{addrs[0].Addr().String(), addrs[1].Addr().String()}, def.IPs)
@@ -331,9 +331,6 @@ func TestAddCheckDel_RealPluginsInRealNetns(t *testing.T) {
 	assert.True(t, netip.MustParsePrefix("fd77::/64").Contains(netip.MustParseAddr(udn.IPs[1])), udn.IPs[1])
 	require.NotNil(t, udn.DeviceInfo)
 	assert.Equal(t, "0000:65:00.2", udn.DeviceInfo.Pci.PciAddress)
-	assert.Equal(t, "ns1/dummy", dummy.Name)
-	assert.Equal(t, hashedPodIfaceName(dummyNetwork), dummy.Interface)
-	assert.Nil(t, dummy.DeviceInfo)
 	require.Contains(t, snap.PodNetworks, "default")
 	require.Contains(t, snap.PodNetworks, "ns2/l2net")
 	assert.NotContains(t, snap.PodNetworks, "ns1/dummy")
