@@ -148,16 +148,16 @@ func runWithNode(m *testing.M) int {
 // keptCR checks that registering the binding left the rest of the KubeVirt CR, made by `kubectl apply`, as it was.
 func keptCR(ctx context.Context, node *Node) error {
 	out, err := node.Kube().Run(ctx, nil, "-n", "kubevirt", "get", "kubevirt", "kubevirt", "-o",
-		`jsonpath={.spec.configuration.developerConfiguration.useEmulation} {.spec.configuration.developerConfiguration.featureGates} {.spec.infra.replicas} {.spec.configuration.network.binding.sriov-udn.sidecarImage} {.spec.configuration.network.binding.vf-standin.sidecarImage} {.metadata.annotations.kubectl\.kubernetes\.io/last-applied-configuration}`)
+		`jsonpath={.spec.configuration.developerConfiguration.useEmulation} {.spec.configuration.developerConfiguration.featureGates} {.spec.infra.replicas} {.spec.configuration.network.binding.sriov-udn.sidecarImage} {.spec.configuration.network.binding.vf-standin.sidecarImage} {.spec.configuration.supportContainerResources[0].resources.limits.memory} {.metadata.annotations.kubectl\.kubernetes\.io/last-applied-configuration}`)
 	if err != nil {
 		return err
 	}
-	fields := strings.SplitN(string(out), " ", 6)
-	if len(fields) < 6 || fields[5] == "" {
+	fields := strings.SplitN(string(out), " ", 7)
+	if len(fields) < 7 || fields[6] == "" {
 		return fmt.Errorf("KubeVirt CR: no last applied configuration, so not made as the test means: %q", out)
 	}
-	if got, want := strings.Join(fields[:5], " "), `true ["ReservedOverheadMemlock"] 1 `+SidecarImage+" "+VFStandInImage; got != want {
-		return fmt.Errorf("KubeVirt CR after registering the binding: useEmulation, featureGates, infra replicas, sidecar images %q, want %q", got, want)
+	if got, want := strings.Join(fields[:6], " "), `true ["ReservedOverheadMemlock"] 1 `+SidecarImage+" "+VFStandInImage+" "+sidecarMemoryLimit; got != want {
+		return fmt.Errorf("KubeVirt CR after registering the binding: useEmulation, featureGates, infra replicas, sidecar images, sidecar memory limit %q, want %q", got, want)
 	}
 	return nil
 }

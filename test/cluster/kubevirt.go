@@ -333,7 +333,7 @@ func KubeVirtOperatorManifest(ctx context.Context, kubevirt, out string) error {
 }
 
 // KubeVirtCR is the KubeVirt CR of the cluster: software emulation (no /dev/kvm here), the imported images, one
-// replica of each infrastructure component.
+// replica of each infrastructure component, and the hook sidecars' resources docs/operations.md advises.
 const KubeVirtCR = `apiVersion: kubevirt.io/v1
 kind: KubeVirt
 metadata: {name: kubevirt, namespace: kubevirt}
@@ -344,9 +344,22 @@ spec:
       useEmulation: true
       # docs/install.md step 1: VFIO needs the memlock overhead KubeVirt reserves with this gate.
       featureGates: [ReservedOverheadMemlock]
+    # docs/operations.md: every hook sidecar's container gets these (pkg/virt-controller/services/renderresources.go).
+    supportContainerResources:
+    - type: sidecar
+      resources:
+        requests: {memory: ` + sidecarMemoryRequest + `}
+        limits: {memory: ` + sidecarMemoryLimit + `}
   infra:
     replicas: 1
 `
+
+// sidecarMemoryRequest and sidecarMemoryLimit are the KubeVirt CR's sidecar resources, as docs/operations.md
+// advises them.
+const (
+	sidecarMemoryRequest = "32Mi"
+	sidecarMemoryLimit   = "56Mi"
+)
 
 // Kube is the cluster's kubectl as the admin, run from inside the node's network namespace.
 func (n *Node) Kube() kube.Kubectl {

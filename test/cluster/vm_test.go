@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
@@ -478,12 +479,17 @@ func TestVM_GuestStatusFlapMigrationRestart(t *testing.T) {
 			m, err := e.node.ContainerMemory(strings.TrimPrefix(cs.ContainerID, "containerd://"))
 			require.NoError(t, err, "cluster: our sidecar's cgroup")
 			mib := func(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
-			limit := mib(m.Limit)
-			if m.Limit >= 1<<62 {
-				limit = "none" // KubeVirt v1.8.4 renders a binding plugin's sidecar with no resources at all
-			}
 			t.Logf("our sidecar (container %s) after the guest booted: usage %s (anon %s, page cache %s), peak %s, limit %s",
-				cs.Name, mib(m.Usage), mib(m.RSS), mib(m.Cache), mib(m.MaxUsage), limit)
+				cs.Name, mib(m.Usage), mib(m.RSS), mib(m.Cache), mib(m.MaxUsage), mib(m.Limit))
+			// The KubeVirt CR's supportContainerResources (docs/operations.md), as virt-controller rendered them
+			// into the pod and kubelet into the container's cgroup.
+			want := resource.MustParse(sidecarMemoryLimit)
+			for _, c := range run.pod.Spec.Containers {
+				if c.Name == run.sidecar {
+					assert.Equal(t, want.String(), c.Resources.Limits.Memory().String(), "KubeVirt: the sidecar container's memory limit")
+				}
+			}
+			assert.Equal(t, want.Value(), m.Limit, "kubelet: the sidecar's cgroup memory limit")
 			// DESIGN.md section 5: KubeVirt's own sidecar limit, 64M (61 MiB), is the ceiling.
 			assert.Less(t, m.MaxUsage, int64(61<<20), "sidecar: its peak in the pod, under KubeVirt's 64M sidecar limit")
 			assert.Less(t, m.MaxUsage, m.Limit, "sidecar: its peak under the container's limit")
