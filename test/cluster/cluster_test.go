@@ -514,7 +514,29 @@ func TestVMI_MalformedNetworkStatus_VMFailsToStartWithOurMessage(t *testing.T) {
 		return fmt.Errorf("no such event yet (%d events)", len(events.Items))
 	}))
 	t.Logf("vm-bad's event: %s", message)
+	// The parse error itself, not what a wait for data that never came says (which names the annotation too).
+	assert.Contains(t, message, "invalid JSON", "the event names the parse error")
 	phase, err := e.node.Kube().Run(ctx, nil, "get", "vmi", "vm-bad", "-o", "jsonpath={.status.phase}")
 	require.NoError(t, err)
 	assert.NotEqual(t, "Running", string(phase))
+
+	// Nothing else is hurt: while vm-bad fails, a VMI without the binding starts and runs.
+	require.NoError(t, e.node.waitFor(ctx, "the plain VMI accepted", 2*time.Minute, nil, func() error {
+		_, err := e.node.Kube().Run(ctx, []byte(plainGuestVMI()), "apply", "-f", "-")
+		return err
+	}))
+	t.Cleanup(func() { _, _ = e.node.Kube().Run(ctx, nil, "delete", "vmi", "vm-guest-plain", "--wait=true", "--timeout=3m") })
+	require.NoError(t, e.node.pollFor(ctx, "KubeVirt: the plain VMI Running beside vm-bad", 4*time.Minute, time.Second, nil, func() error {
+		out, err := e.node.Kube().Run(ctx, nil, "get", "vmi", "vm-guest-plain,vm-bad", "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.phase} {end}")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(out), "vm-guest-plain=Running") {
+			return fmt.Errorf("phases: %s", out)
+		}
+		if strings.Contains(string(out), "vm-bad=Running") {
+			return fmt.Errorf("vm-bad is Running: %s", out)
+		}
+		return nil
+	}))
 }
