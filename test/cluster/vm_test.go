@@ -52,7 +52,7 @@ func guestVMYAML(resolvConf, name string, statusAlias bool) string {
 kind: NetworkAttachmentDefinition
 metadata: {name: %[1]s, namespace: default}
 spec:
-  config: '{"cniVersion": "1.0.0", "name": "%[1]s", "type": "sriov", "deviceID": "0000:65:00.4", "ipam": {"type": "host-local",
+  config: '{"cniVersion": "1.0.0", "name": "%[1]s", "type": "sriov", "deviceID": "0000:65:00.4", "mtu": 1400, "ipam": {"type": "host-local",
     "resolvConf": "%[2]s", "ranges": [[{"subnet": "192.168.60.0/24"}], [{"subnet": "fd60::/64"}]],
     "routes": [{"dst": "192.168.61.0/24", "gw": "192.168.60.1"}, {"dst": "fd61::/64", "gw": "fd60::1"}]}}'
 ---
@@ -131,6 +131,8 @@ type vfNetwork struct {
 	Prefixes    []netip.Prefix
 	Routes      map[string]string // destination -> next hop
 	Nameservers []string
+	Search      []string
+	MTU         int
 }
 
 // readVFNetwork reads the VF network's entry of both annotations of pod, with plain JSON (not the sidecar's
@@ -140,8 +142,10 @@ func readVFNetwork(pod *corev1.Pod) (vfNetwork, error) {
 	var statuses []struct {
 		Name string   `json:"name"`
 		IPs  []string `json:"ips"`
+		MTU  int      `json:"mtu"`
 		DNS  struct {
 			Nameservers []string `json:"nameservers"`
+			Search      []string `json:"search"`
 		} `json:"dns"`
 	}
 	if err := json.Unmarshal([]byte(pod.Annotations["k8s.v1.cni.cncf.io/network-status"]), &statuses); err != nil {
@@ -167,7 +171,7 @@ func readVFNetwork(pod *corev1.Pod) (vfNetwork, error) {
 		if st.Name != name {
 			continue
 		}
-		out.Nameservers = st.DNS.Nameservers
+		out.Nameservers, out.Search, out.MTU = st.DNS.Nameservers, st.DNS.Search, st.MTU
 		var want []string
 		for _, p := range out.Prefixes {
 			want = append(want, p.Addr().String())
@@ -334,6 +338,28 @@ func checkGuestNetwork(t *testing.T, run *guestRun) {
 	assert.ElementsMatch(t, run.net.Nameservers, guest.UnitValues(unit, "DNS"), "guest: networkd's DNS= against network-status's nameservers\n%s", unit)
 }
 
+// checkGuestMTUAndResolver asserts the VF's MTU (the report's `ip -j addr`) and the guest resolver's own view of
+// the VF's DNS servers and search domains (systemd-resolved, asked through the guest agent) against
+// network-status.
+func checkGuestMTUAndResolver(ctx context.Context, t *testing.T, e *env, run *guestRun) {
+	t.Helper()
+	require.NotZero(t, run.net.MTU, "cluster (CNI stand-in): network-status gives the VF network an mtu")
+	link, _ := run.report.LinkByMAC(guestVFMAC)
+	assert.Equal(t, run.net.MTU, link.MTU, "guest: %s's MTU against network-status's\n%s", link.Name, run.report)
+	require.NotEmpty(t, run.net.Search, "cluster: network-status gives the VF network search domains")
+	for _, q := range []struct {
+		what string
+		want []string
+	}{{"dns", run.net.Nameservers}, {"domain", run.net.Search}} {
+		out, err := guestOutput(ctx, e, run, "resolvectl "+q.what+" "+run.vfDev)
+		require.NoError(t, err, "guest: resolvectl %s", q.what)
+		// "Link 3 (enp2s0): 192.168.60.53 fd60::53"
+		_, values, ok := strings.Cut(strings.TrimSpace(out), ": ")
+		require.True(t, ok, "guest: resolvectl %s: %q", q.what, out)
+		assert.ElementsMatch(t, q.want, strings.Fields(values), "guest: the resolver's %s of %s against network-status", q.what, run.vfDev)
+	}
+}
+
 // guestExec runs a shell command in the guest through QEMU's guest agent (guest-exec, from the compute
 // container's virsh), without waiting for it to finish: the command may take the guest's network down.
 func guestExec(ctx context.Context, e *env, run *guestRun, script string) error {
@@ -470,6 +496,7 @@ func TestVM_GuestStatusFlapMigrationRestart(t *testing.T) {
 		run.toRunning.Seconds()/without.toRunning.Seconds(), run.toReport.Seconds()/without.toReport.Seconds())
 
 	t.Run("guest configured from the ISO", func(t *testing.T) { checkGuestNetwork(t, run) })
+	t.Run("the guest's MTU and resolver on the VF", func(t *testing.T) { checkGuestMTUAndResolver(ctx, t, e, run) })
 
 	t.Run("our sidecar's memory in the real pod", func(t *testing.T) {
 		for _, cs := range run.pod.Status.ContainerStatuses {

@@ -149,6 +149,7 @@ func networkStatuses(in AnnotationInput) ([]nadv1.NetworkStatus, error) {
 			st.DNS = convertDNS(a.Result.DNS)
 		}
 		if a.NAD.Type == typeSRIOV {
+			st.Mtu = a.NAD.MTU
 			st.DeviceInfo = &nadv1.DeviceInfo{
 				Type:    nadv1.DeviceInfoTypePCI,
 				Version: nadv1.DeviceInfoVersion,
