@@ -525,7 +525,9 @@ func TestVMI_MalformedNetworkStatus_VMFailsToStartWithOurMessage(t *testing.T) {
 		_, err := e.node.Kube().Run(ctx, []byte(plainGuestVMI()), "apply", "-f", "-")
 		return err
 	}))
-	t.Cleanup(func() { _, _ = e.node.Kube().Run(ctx, nil, "delete", "vmi", "vm-guest-plain", "--wait=true", "--timeout=3m") })
+	t.Cleanup(func() {
+		_, _ = e.node.Kube().Run(ctx, nil, "delete", "vmi", "vm-guest-plain", "--wait=true", "--timeout=3m")
+	})
 	require.NoError(t, e.node.pollFor(ctx, "KubeVirt: the plain VMI Running beside vm-bad", 4*time.Minute, time.Second, nil, func() error {
 		out, err := e.node.Kube().Run(ctx, nil, "get", "vmi", "vm-guest-plain,vm-bad", "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.phase} {end}")
 		if err != nil {

@@ -108,13 +108,13 @@ func parseShortSelection(item string) (nadv1.NetworkSelectionElement, error) {
 // NADConfig is what this plugin reads of a NetworkAttachmentDefinition's spec.config: a single plugin
 // config or a conflist, whose first plugin decides.
 type NADConfig struct {
-	Name     string          // the CNI network name (host-local keeps its leases under it)
-	Type     string          // "sriov", "none", anything else
-	DeviceID string          // sriov: the VF's PCI address, e.g. 0000:65:00.2
+	Name     string // the CNI network name (host-local keeps its leases under it)
+	Type     string // "sriov", "none", anything else
+	DeviceID string // sriov: the VF's PCI address, e.g. 0000:65:00.2
 	// MTU (sriov, "mtu"; 0 = absent) is the VF's MTU: on a node the SR-IOV operator's policy sets it on the
 	// VF, and SR-IOV CNI reports it in its result, which Multus copies into network-status "mtu".
-	MTU int
-	IPAM     json.RawMessage // nil when the config has none
+	MTU  int
+	IPAM json.RawMessage // nil when the config has none
 	// Role is OVN-K's NAD config role ("primary" or "secondary"; "" = secondary), which decides the
 	// pod-networks roles (go-controller/pkg/util/pod_annotation.go, PodAnnotation.Role).
 	Role string
