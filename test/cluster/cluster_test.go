@@ -54,15 +54,17 @@ func TestMain(m *testing.M) {
 		// Asked for and impossible: a run that skipped every test would pass, and say nothing of the cluster.
 		logf("cluster: SRIOV_UDN_CLUSTER=1 needs root (namespaces, mounts, cgroups): run make test-cluster as root")
 		os.Exit(1)
+	case os.Getenv(upStateEnv) != "":
+		os.Exit(keepUp(os.Getenv(upStateEnv)))
 	}
-	os.Exit(runWithNode(m))
+	os.Exit(runWithNode(func(*env) int { return m.Run() }, true))
 }
 
 func logf(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
 
-// runWithNode brings the node up, runs the tests, takes it down and checks the host for leftovers: any fails
-// the run.
-func runWithNode(m *testing.M) int {
+// runWithNode brings the node up, runs body (the tests), runs docs/install.md's uninstall when body passed and
+// uninstall is set, takes the node down and checks the host for leftovers: any fails the run.
+func runWithNode(body func(*env) int, uninstallAfter bool) int {
 	ctx := context.Background()
 	t0 := time.Now()
 	phase := func(what string) { logf("cluster: %-40s +%s", what, time.Since(t0).Round(100*time.Millisecond)) }
@@ -111,9 +113,9 @@ func runWithNode(m *testing.M) int {
 		}
 		if err == nil {
 			theEnv = e
-			code = m.Run()
+			code = body(e)
 			phase("tests")
-			if code == 0 {
+			if code == 0 && uninstallAfter {
 				if err = uninstall(ctx, node); err != nil {
 					code = 1
 				} else {
@@ -529,7 +531,7 @@ func TestVMI_MalformedNetworkStatus_VMFailsToStartWithOurMessage(t *testing.T) {
 		_, _ = e.node.Kube().Run(ctx, nil, "delete", "vmi", "vm-guest-plain", "--wait=true", "--timeout=3m")
 	})
 	require.NoError(t, e.node.pollFor(ctx, "KubeVirt: the plain VMI Running beside vm-bad", 4*time.Minute, time.Second, nil, func() error {
-		out, err := e.node.Kube().Run(ctx, nil, "get", "vmi", "vm-guest-plain,vm-bad", "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.phase} {end}")
+		out, err := e.node.Kube().Run(ctx, nil, "get", "vmi", "vm-guest-plain", "vm-bad", "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.phase} {end}")
 		if err != nil {
 			return err
 		}
