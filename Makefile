@@ -45,7 +45,7 @@ define for_kubevirt
 	if [ -n "$$failed" ]; then echo "== $(4) failed on KubeVirt$$failed"; exit 1; fi
 endef
 
-.PHONY: help build build-floor check-build test-cluster check test test-unit tidy-check generate generate-check test-integration test-manifests test-plugin test-guest test-vfio test-netconvert test-libvirt test-kubevirt-patches test-docs test-release release test-vet-matrix modfiles modfiles-check demo bench bench-largest bench-micro lint fuzz image image-local test-container e2e clean
+.PHONY: help build build-floor check-build test-cluster cluster-up cluster-down check test test-unit tidy-check generate generate-check test-integration test-manifests test-plugin test-guest test-vfio test-netconvert test-libvirt test-kubevirt-patches test-docs test-release release test-vet-matrix modfiles modfiles-check demo bench bench-largest bench-micro lint fuzz image image-local test-container e2e clean
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -105,6 +105,34 @@ DOMAIN_RECORD_DIR ?= $(CURDIR)/bin/recorded-domains
 # flags and trees), and its VMs boot under TCG like test-guest's.
 test-cluster: ## the registry-free single-node Kubernetes cluster of test/cluster (node in namespaces, no registry); needs root
 	cd test && SRIOV_UDN_CLUSTER=1 go test -count=1 -v -timeout 60m ./cluster/
+
+# cluster-up brings test/cluster's cluster up (its node, KubeVirt, our binding registered) and leaves it running
+# in a process of its own, whose files are under CLUSTER_STATE; cluster-down stops it, takes the node down and
+# fails when the host holds anything the node left. CLUSTER_KUBEVIRT=patched runs virt-handler and virt-launcher
+# built with patches/kubevirt. Root only.
+CLUSTER_STATE    ?= $(CURDIR)/bin/cluster
+CLUSTER_KUBEVIRT ?= stock
+cluster-up: ## bring test/cluster's cluster up and keep it (CLUSTER_KUBEVIRT=stock|patched); prints KUBECONFIG=; needs root
+	@set -eu; st=$(CLUSTER_STATE); mkdir -p $$st; \
+	if [ -e $$st/pid ] && kill -0 "$$(cat $$st/pid)" 2>/dev/null; then echo "cluster-up: a cluster is up (pid $$(cat $$st/pid)): make cluster-down first"; exit 1; fi; \
+	rm -f $$st/pid $$st/kubeconfig $$st/exit; \
+	(cd test && go test -c -o $$st/cluster.test ./cluster/); \
+	(cd test/cluster && SRIOV_UDN_CLUSTER=1 SRIOV_UDN_CLUSTER_UP=$$st CLUSTER_KUBEVIRT=$(CLUSTER_KUBEVIRT) setsid $$st/cluster.test >$$st/log 2>&1 </dev/null & echo $$! >$$st/pid); \
+	echo "cluster-up: building and starting (pid $$(cat $$st/pid), log $$st/log); cold, the builds take about 15 min"; \
+	while [ ! -e $$st/kubeconfig ]; do \
+	  if ! kill -0 "$$(cat $$st/pid)" 2>/dev/null; then echo "cluster-up: failed; the log ends:"; tail -30 $$st/log; rm -f $$st/pid; exit 1; fi; \
+	  sleep 2; \
+	done; \
+	echo "KUBECONFIG=$$st/kubeconfig"; echo "kubectl: $$st/kubectl"
+
+cluster-down: ## stop the cluster of cluster-up, take its node down and check the host for leftovers
+	@set -eu; st=$(CLUSTER_STATE); \
+	if [ ! -e $$st/pid ]; then echo "cluster-down: no cluster is up ($$st/pid)"; exit 1; fi; \
+	pid=$$(cat $$st/pid); kill -TERM $$pid 2>/dev/null || true; \
+	while kill -0 $$pid 2>/dev/null; do sleep 1; done; \
+	rm -f $$st/pid; sed -n '/taking the cluster down/,$$p' $$st/log; \
+	test "$$(cat $$st/exit 2>/dev/null)" = 0 || { echo "cluster-down: the node's teardown failed (exit $$(cat $$st/exit 2>/dev/null || echo unknown)); log: $$st/log"; exit 1; }; \
+	echo "cluster-down: the node is down and left nothing on the host"
 
 test-libvirt: ## libvirt 11.3's own checks (virt-xml-validate, virsh define) on the sidecar's domains, recorded ones included (SRIOV_UDN_DOMAIN_RECORD_DIR)
 	$(call for_kubevirt,./libvirt/...,,go test $$mf -count=1 -timeout 30m -v $$pkgs,libvirt checks)

@@ -115,11 +115,11 @@ func Prepare(ctx context.Context, repoRoot, dir string, phase func(string)) (Inp
 		return in, err
 	}
 	phase("KubeVirt binaries")
-	patchedHandler, err := BuildPatchedVirtHandler(ctx, repoRoot, kubevirt, logf)
+	patched, err := BuildPatchedKubeVirt(ctx, repoRoot, kubevirt, logf)
 	if err != nil {
 		return in, err
 	}
-	phase("virt-handler with patches/kubevirt")
+	phase("virt-handler and virt-launcher with patches/kubevirt")
 	kubevirtRoot, _, err := debroot.Ensure(ctx, filepath.Join(CacheDir(), "roots"), KubeVirtRootSpec(), logf)
 	if err != nil {
 		return in, fmt.Errorf("KubeVirt root: %w", err)
@@ -129,7 +129,7 @@ func Prepare(ctx context.Context, repoRoot, dir string, phase func(string)) (Inp
 	if err := BuildContainerDisk(ctx, kubevirt, containerDisk); err != nil {
 		return in, err
 	}
-	kvImages, err := KubeVirtImages(kubevirtRoot, kubevirt, patchedHandler, containerDisk)
+	kvImages, err := KubeVirtImages(kubevirtRoot, kubevirt, patched, containerDisk)
 	if err != nil {
 		return in, err
 	}

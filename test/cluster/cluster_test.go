@@ -51,17 +51,20 @@ func TestMain(m *testing.M) {
 		skipReason = "skipping the cluster: make test-cluster runs it (SRIOV_UDN_CLUSTER=1, root)"
 		os.Exit(m.Run())
 	case os.Geteuid() != 0:
-		skipReason = "skipping the cluster: it needs root (namespaces, mounts, cgroups)"
-		os.Exit(m.Run())
+		// Asked for and impossible: a run that skipped every test would pass, and say nothing of the cluster.
+		logf("cluster: SRIOV_UDN_CLUSTER=1 needs root (namespaces, mounts, cgroups): run make test-cluster as root")
+		os.Exit(1)
+	case os.Getenv(upStateEnv) != "":
+		os.Exit(keepUp(os.Getenv(upStateEnv)))
 	}
-	os.Exit(runWithNode(m))
+	os.Exit(runWithNode(func(*env) int { return m.Run() }, true))
 }
 
 func logf(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
 
-// runWithNode brings the node up, runs the tests, takes it down and checks the host for leftovers: any fails
-// the run.
-func runWithNode(m *testing.M) int {
+// runWithNode brings the node up, runs body (the tests), runs docs/install.md's uninstall when body passed and
+// uninstall is set, takes the node down and checks the host for leftovers: any fails the run.
+func runWithNode(body func(*env) int, uninstallAfter bool) int {
 	ctx := context.Background()
 	t0 := time.Now()
 	phase := func(what string) { logf("cluster: %-40s +%s", what, time.Since(t0).Round(100*time.Millisecond)) }
@@ -110,9 +113,9 @@ func runWithNode(m *testing.M) int {
 		}
 		if err == nil {
 			theEnv = e
-			code = m.Run()
+			code = body(e)
 			phase("tests")
-			if code == 0 {
+			if code == 0 && uninstallAfter {
 				if err = uninstall(ctx, node); err != nil {
 					code = 1
 				} else {
@@ -147,16 +150,16 @@ func runWithNode(m *testing.M) int {
 // keptCR checks that registering the binding left the rest of the KubeVirt CR, made by `kubectl apply`, as it was.
 func keptCR(ctx context.Context, node *Node) error {
 	out, err := node.Kube().Run(ctx, nil, "-n", "kubevirt", "get", "kubevirt", "kubevirt", "-o",
-		`jsonpath={.spec.configuration.developerConfiguration.useEmulation} {.spec.configuration.developerConfiguration.featureGates} {.spec.infra.replicas} {.spec.configuration.network.binding.sriov-udn.sidecarImage} {.spec.configuration.network.binding.vf-standin.sidecarImage} {.metadata.annotations.kubectl\.kubernetes\.io/last-applied-configuration}`)
+		`jsonpath={.spec.configuration.developerConfiguration.useEmulation} {.spec.configuration.developerConfiguration.featureGates} {.spec.infra.replicas} {.spec.configuration.network.binding.sriov-udn.sidecarImage} {.spec.configuration.network.binding.vf-standin.sidecarImage} {.spec.configuration.supportContainerResources[0].resources.limits.memory} {.metadata.annotations.kubectl\.kubernetes\.io/last-applied-configuration}`)
 	if err != nil {
 		return err
 	}
-	fields := strings.SplitN(string(out), " ", 6)
-	if len(fields) < 6 || fields[5] == "" {
+	fields := strings.SplitN(string(out), " ", 7)
+	if len(fields) < 7 || fields[6] == "" {
 		return fmt.Errorf("KubeVirt CR: no last applied configuration, so not made as the test means: %q", out)
 	}
-	if got, want := strings.Join(fields[:5], " "), `true ["ReservedOverheadMemlock"] 1 `+SidecarImage+" "+VFStandInImage; got != want {
-		return fmt.Errorf("KubeVirt CR after registering the binding: useEmulation, featureGates, infra replicas, sidecar images %q, want %q", got, want)
+	if got, want := strings.Join(fields[:6], " "), `true ["ReservedOverheadMemlock"] 1 `+SidecarImage+" "+VFStandInImage+" "+sidecarMemoryLimit; got != want {
+		return fmt.Errorf("KubeVirt CR after registering the binding: useEmulation, featureGates, infra replicas, sidecar images, sidecar memory limit %q, want %q", got, want)
 	}
 	return nil
 }
@@ -513,7 +516,31 @@ func TestVMI_MalformedNetworkStatus_VMFailsToStartWithOurMessage(t *testing.T) {
 		return fmt.Errorf("no such event yet (%d events)", len(events.Items))
 	}))
 	t.Logf("vm-bad's event: %s", message)
+	// The parse error itself, not what a wait for data that never came says (which names the annotation too).
+	assert.Contains(t, message, "invalid JSON", "the event names the parse error")
 	phase, err := e.node.Kube().Run(ctx, nil, "get", "vmi", "vm-bad", "-o", "jsonpath={.status.phase}")
 	require.NoError(t, err)
 	assert.NotEqual(t, "Running", string(phase))
+
+	// Nothing else is hurt: while vm-bad fails, a VMI without the binding starts and runs.
+	require.NoError(t, e.node.waitFor(ctx, "the plain VMI accepted", 2*time.Minute, nil, func() error {
+		_, err := e.node.Kube().Run(ctx, []byte(plainGuestVMI()), "apply", "-f", "-")
+		return err
+	}))
+	t.Cleanup(func() {
+		_, _ = e.node.Kube().Run(ctx, nil, "delete", "vmi", "vm-guest-plain", "--wait=true", "--timeout=3m")
+	})
+	require.NoError(t, e.node.pollFor(ctx, "KubeVirt: the plain VMI Running beside vm-bad", 4*time.Minute, time.Second, nil, func() error {
+		out, err := e.node.Kube().Run(ctx, nil, "get", "vmi", "vm-guest-plain", "vm-bad", "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.phase} {end}")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(out), "vm-guest-plain=Running") {
+			return fmt.Errorf("phases: %s", out)
+		}
+		if strings.Contains(string(out), "vm-bad=Running") {
+			return fmt.Errorf("vm-bad is Running: %s", out)
+		}
+		return nil
+	}))
 }

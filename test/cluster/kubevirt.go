@@ -149,10 +149,11 @@ exec /usr/sbin/libvirtd "$@"
 // virt-launcher-monitor with cap_net_bind_service (its ambient capability; without it virt-launcher cannot be
 // started). virt-operator, virt-api and virt-controller run as 1001, as KubeVirt's own images do. virt-handler
 // comes twice more, under VirtHandlerStockImage and VirtHandlerPatchedImage (the latter with a layer holding
-// patchedHandler, BuildPatchedVirtHandler's binary): Node.UseVirtHandler puts either under the name the
-// operator's DaemonSet runs. containerDisk is BuildContainerDisk's binary, at /usr/bin/container-disk as in
+// patched.Handler): Node.UseVirtHandler puts either under the name the operator's DaemonSet runs. So does
+// virt-launcher, under VirtLauncherStockImage and VirtLauncherPatchedImage (patched.Launcher), for
+// Node.UseVirtLauncher. containerDisk is BuildContainerDisk's binary, at /usr/bin/container-disk as in
 // KubeVirt's virt-launcher image.
-func KubeVirtImages(root, kubevirt, patchedHandler, containerDisk string) ([]Image, error) {
+func KubeVirtImages(root, kubevirt string, patched PatchedKubeVirt, containerDisk string) ([]Image, error) {
 	files := map[string]ImageFile{}
 	for _, b := range []string{"virt-operator", "virt-api", "virt-controller", "virt-handler", "virt-launcher", "virt-launcher-monitor",
 		"virt-chroot", "virt-probe", "virt-tail", "virt-freezer"} {
@@ -200,33 +201,59 @@ func KubeVirtImages(root, kubevirt, patchedHandler, containerDisk string) ([]Ima
 		}
 		images = append(images, img)
 	}
-	patched, err := os.ReadFile(patchedHandler)
+	handler, err := os.ReadFile(patched.Handler)
+	if err != nil {
+		return nil, fmt.Errorf("KubeVirt image: %w", err)
+	}
+	launcher, err := os.ReadFile(patched.Launcher)
 	if err != nil {
 		return nil, fmt.Errorf("KubeVirt image: %w", err)
 	}
 	images = append(images,
 		Image{Tag: VirtHandlerStockImage, Layers: []*Layer{layer}},
-		Image{Tag: VirtHandlerPatchedImage, Layers: []*Layer{layer, {Files: map[string]ImageFile{"usr/bin/virt-handler": {Mode: 0o755, Data: patched}}}}})
+		Image{Tag: VirtHandlerPatchedImage, Layers: []*Layer{layer, {Files: map[string]ImageFile{"usr/bin/virt-handler": {Mode: 0o755, Data: handler}}}}},
+		Image{Tag: VirtLauncherStockImage, Layers: []*Layer{layer}},
+		Image{Tag: VirtLauncherPatchedImage, Layers: []*Layer{layer, {Files: map[string]ImageFile{"usr/bin/virt-launcher": {Mode: 0o755, Data: launcher}}}}})
 	return images, nil
 }
 
 // virtHandlerImage is the image the operator's virt-handler DaemonSet runs; VirtHandlerStockImage and
-// VirtHandlerPatchedImage are the two virt-handlers Node.UseVirtHandler tags under that name.
+// VirtHandlerPatchedImage are the two virt-handlers Node.UseVirtHandler tags under that name. virtLauncherImage
+// is the one virt-controller renders into launcher pods, and VirtLauncherStockImage and VirtLauncherPatchedImage
+// the two that Node.UseVirtLauncher tags under it.
 const (
-	virtHandlerImage        = "localhost/kubevirt/virt-handler:" + kubevirtImageTag
-	VirtHandlerStockImage   = virtHandlerImage + "-stock"
-	VirtHandlerPatchedImage = virtHandlerImage + "-patched"
+	virtHandlerImage         = "localhost/kubevirt/virt-handler:" + kubevirtImageTag
+	VirtHandlerStockImage    = virtHandlerImage + "-stock"
+	VirtHandlerPatchedImage  = virtHandlerImage + "-patched"
+	virtLauncherImage        = "localhost/kubevirt/virt-launcher:" + kubevirtImageTag
+	VirtLauncherStockImage   = virtLauncherImage + "-stock"
+	VirtLauncherPatchedImage = virtLauncherImage + "-patched"
 )
+
+// UseVirtLauncher makes the given image (VirtLauncherStockImage or VirtLauncherPatchedImage) the virt-launcher
+// of the launcher pods started from now on: it tags it in containerd under the name virt-controller renders (pull
+// policy IfNotPresent, so kubelet takes the local image). Running VMs keep theirs until they restart.
+func (n *Node) UseVirtLauncher(ctx context.Context, image string) error {
+	return n.tagImage(ctx, image, virtLauncherImage)
+}
+
+// tagImage tags image as name in the node's containerd (namespace k8s.io, kubelet's).
+func (n *Node) tagImage(ctx context.Context, image, name string) error {
+	tag := exec.CommandContext(ctx, filepath.Join(n.root, "usr", "bin", "ctr"), "-a", n.containerdSocket(), "-n", "k8s.io",
+		"images", "tag", "--force", image, name)
+	if out, err := tag.CombinedOutput(); err != nil {
+		return fmt.Errorf("ctr images tag %s %s: %w\n%s", image, name, err, out)
+	}
+	return nil
+}
 
 // UseVirtHandler makes the node's virt-handler the given image (VirtHandlerStockImage or
 // VirtHandlerPatchedImage): it tags it in containerd under the name the operator's DaemonSet runs (pull policy
 // IfNotPresent, so kubelet takes the local image), deletes the running virt-handler pod and waits until its
 // DaemonSet's new pod is ready. The operator sees its own DaemonSet unchanged and leaves it.
 func (n *Node) UseVirtHandler(ctx context.Context, image string) error {
-	tag := exec.CommandContext(ctx, filepath.Join(n.root, "usr", "bin", "ctr"), "-a", n.containerdSocket(), "-n", "k8s.io",
-		"images", "tag", "--force", image, virtHandlerImage)
-	if out, err := tag.CombinedOutput(); err != nil {
-		return fmt.Errorf("ctr images tag %s %s: %w\n%s", image, virtHandlerImage, err, out)
+	if err := n.tagImage(ctx, image, virtHandlerImage); err != nil {
+		return err
 	}
 	if _, err := n.Kube().Run(ctx, nil, "-n", "kubevirt", "delete", "pod", "-l", "kubevirt.io=virt-handler", "--wait=true", "--timeout=2m"); err != nil {
 		return fmt.Errorf("virt-handler %s: %w", image, err)
@@ -306,7 +333,7 @@ func KubeVirtOperatorManifest(ctx context.Context, kubevirt, out string) error {
 }
 
 // KubeVirtCR is the KubeVirt CR of the cluster: software emulation (no /dev/kvm here), the imported images, one
-// replica of each infrastructure component.
+// replica of each infrastructure component, and the hook sidecars' resources docs/operations.md advises.
 const KubeVirtCR = `apiVersion: kubevirt.io/v1
 kind: KubeVirt
 metadata: {name: kubevirt, namespace: kubevirt}
@@ -317,74 +344,94 @@ spec:
       useEmulation: true
       # docs/install.md step 1: VFIO needs the memlock overhead KubeVirt reserves with this gate.
       featureGates: [ReservedOverheadMemlock]
+    # docs/operations.md: every hook sidecar's container gets these (pkg/virt-controller/services/renderresources.go).
+    supportContainerResources:
+    - type: sidecar
+      resources:
+        requests: {memory: ` + sidecarMemoryRequest + `}
+        limits: {memory: ` + sidecarMemoryLimit + `}
   infra:
     replicas: 1
 `
+
+// sidecarMemoryRequest and sidecarMemoryLimit are the KubeVirt CR's sidecar resources, as docs/operations.md
+// advises them.
+const (
+	sidecarMemoryRequest = "32Mi"
+	sidecarMemoryLimit   = "56Mi"
+)
 
 // Kube is the cluster's kubectl as the admin, run from inside the node's network namespace.
 func (n *Node) Kube() kube.Kubectl {
 	return kube.Kubectl{Binary: n.KubectlBinary(), Kubeconfig: n.Kubeconfig, Wrap: []string{"nsenter", "-t", fmt.Sprint(n.init.Process.Pid), "-n", "--"}}
 }
 
-// BuildPatchedVirtHandler builds virt-handler from KubeVirt's tree of the entry BuildKubeVirt made, with the
-// patch series of patches/kubevirt/<KubeVirtVersion> applied (git apply, in a copy of the tree), into a cache
-// entry of its own, keyed by the KubeVirt entry and the patches: changing a patch rebuilds only virt-handler.
-// It returns the binary's path.
-func BuildPatchedVirtHandler(ctx context.Context, repoRoot, kubevirt string, logf func(string, ...any)) (string, error) {
+// PatchedKubeVirt is what BuildPatchedKubeVirt makes: the paths of virt-handler (0001-0003 change it) and
+// virt-launcher (0005 changes it) built with the patch series.
+type PatchedKubeVirt struct {
+	Handler, Launcher string
+}
+
+// BuildPatchedKubeVirt builds virt-handler and virt-launcher from KubeVirt's tree of the entry BuildKubeVirt
+// made, with the patch series of patches/kubevirt/<KubeVirtVersion> applied (git apply, in a copy of the tree),
+// into a cache entry of its own, keyed by the KubeVirt entry and the patches: changing a patch rebuilds only
+// these two.
+func BuildPatchedKubeVirt(ctx context.Context, repoRoot, kubevirt string, logf func(string, ...any)) (PatchedKubeVirt, error) {
+	var none PatchedKubeVirt
 	patches, err := filepath.Glob(filepath.Join(repoRoot, "patches", "kubevirt", KubeVirtVersion, "*.patch"))
 	if err != nil || len(patches) == 0 {
-		return "", fmt.Errorf("patched virt-handler: no patches under patches/kubevirt/%s (%v)", KubeVirtVersion, err)
+		return none, fmt.Errorf("patched KubeVirt: no patches under patches/kubevirt/%s (%v)", KubeVirtVersion, err)
 	}
 	h := sha256.New()
 	h.Write([]byte(filepath.Base(kubevirt)))
 	for _, p := range patches {
 		b, err := os.ReadFile(p)
 		if err != nil {
-			return "", fmt.Errorf("patched virt-handler: %w", err)
+			return none, fmt.Errorf("patched KubeVirt: %w", err)
 		}
 		h.Write(b)
 	}
-	entry := filepath.Join(CacheDir(), "virt-handler-patched-"+KubeVirtVersion+"-"+hex.EncodeToString(h.Sum(nil))[:12])
-	bin := filepath.Join(entry, "virt-handler")
+	entry := filepath.Join(CacheDir(), "kubevirt-patched-"+KubeVirtVersion+"-"+hex.EncodeToString(h.Sum(nil))[:12])
+	built := PatchedKubeVirt{Handler: filepath.Join(entry, "virt-handler"), Launcher: filepath.Join(entry, "virt-launcher")}
 	unlock, err := debroot.Lock(entry + ".lock")
 	if err != nil {
-		return "", err
+		return none, err
 	}
 	defer unlock()
 	if _, err := os.Stat(filepath.Join(entry, ".complete")); err == nil {
-		return bin, nil
+		return built, nil
 	}
 	if err := os.RemoveAll(entry); err != nil {
-		return "", fmt.Errorf("remove incomplete %s: %w", entry, err)
+		return none, fmt.Errorf("remove incomplete %s: %w", entry, err)
 	}
 	if err := os.MkdirAll(entry, 0o755); err != nil {
-		return "", fmt.Errorf("create %s: %w", entry, err)
+		return none, fmt.Errorf("create %s: %w", entry, err)
 	}
 	start := time.Now()
 	tree := filepath.Join(entry, "src")
 	if msg, err := exec.CommandContext(ctx, "cp", "-r", filepath.Join(kubevirt, "src"), tree).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("patched virt-handler: copy KubeVirt's tree: %w\n%s", err, msg)
+		return none, fmt.Errorf("patched KubeVirt: copy KubeVirt's tree: %w\n%s", err, msg)
 	}
 	for _, p := range patches {
 		apply := exec.CommandContext(ctx, "git", "apply", p)
 		apply.Dir = tree
 		if msg, err := apply.CombinedOutput(); err != nil {
-			return "", fmt.Errorf("patched virt-handler: git apply %s: %w\n%s", filepath.Base(p), err, msg)
+			return none, fmt.Errorf("patched KubeVirt: git apply %s: %w\n%s", filepath.Base(p), err, msg)
 		}
 	}
-	b := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "./cmd/virt-handler")
+	b := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", entry+"/", "./cmd/virt-handler", "./cmd/virt-launcher")
 	b.Dir = tree
 	b.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod -buildvcs=false", "CGO_ENABLED=1")
 	if msg, err := b.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/virt-handler of KubeVirt %s with patches/kubevirt/%s: %w\n%s", KubeVirtVersion, KubeVirtVersion, err, msg)
+		return none, fmt.Errorf("go build ./cmd/virt-handler ./cmd/virt-launcher of KubeVirt %s with patches/kubevirt/%s: %w\n%s", KubeVirtVersion, KubeVirtVersion, err, msg)
 	}
 	// The tree is only needed for the build.
 	if err := os.RemoveAll(tree); err != nil {
-		return "", fmt.Errorf("patched virt-handler: %w", err)
+		return none, fmt.Errorf("patched KubeVirt: %w", err)
 	}
 	if err := os.WriteFile(filepath.Join(entry, ".complete"), nil, 0o644); err != nil {
-		return "", fmt.Errorf("mark %s complete: %w", entry, err)
+		return none, fmt.Errorf("mark %s complete: %w", entry, err)
 	}
-	logf("cluster: built KubeVirt's virt-handler with the %d patches of patches/kubevirt/%s in %s", len(patches), KubeVirtVersion, time.Since(start).Round(time.Second))
-	return bin, nil
+	logf("cluster: built KubeVirt's virt-handler and virt-launcher with the %d patches of patches/kubevirt/%s in %s", len(patches), KubeVirtVersion, time.Since(start).Round(time.Second))
+	return built, nil
 }

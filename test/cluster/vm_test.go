@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
@@ -33,13 +35,24 @@ const (
 	guestNAD    = "udn-guest"
 )
 
-// guestVMYAML is the VM; resolvConf is the host-local resolvConf path (a file the test writes).
-func guestVMYAML(resolvConf string) string {
+// standinAliasLabel is the VF stand-in's label (test/cmd/cluster-vfstandin AliasLabel): set to "kubevirt" on a
+// VMI, it gives the stand-in's emulated NIC KubeVirt's own alias, so that virt-handler reports it under the
+// interface's name as it reports a real VF's hostdev. It also hides stock virt-launcher's NIC hot-plug defect
+// (defect_test.go), so only the VM whose tests read vmi.status.interfaces carries it.
+const standinAliasLabel = "cluster.sriov-udn.test/vf-standin-alias"
+
+// guestVMYAML is the VM named name; resolvConf is the host-local resolvConf path (a file the test writes).
+// statusAlias labels its VMI with standinAliasLabel=kubevirt.
+func guestVMYAML(resolvConf, name string, statusAlias bool) string {
+	labels := "{}"
+	if statusAlias {
+		labels = "{" + standinAliasLabel + ": kubevirt}"
+	}
 	return fmt.Sprintf(`apiVersion: k8s.cni.cncf.io/v1
 kind: NetworkAttachmentDefinition
 metadata: {name: %[1]s, namespace: default}
 spec:
-  config: '{"cniVersion": "1.0.0", "name": "%[1]s", "type": "sriov", "deviceID": "0000:65:00.4", "ipam": {"type": "host-local",
+  config: '{"cniVersion": "1.0.0", "name": "%[1]s", "type": "sriov", "deviceID": "0000:65:00.4", "mtu": 1400, "ipam": {"type": "host-local",
     "resolvConf": "%[2]s", "ranges": [[{"subnet": "192.168.60.0/24"}], [{"subnet": "fd60::/64"}]],
     "routes": [{"dst": "192.168.61.0/24", "gw": "192.168.60.1"}, {"dst": "fd61::/64", "gw": "fd60::1"}]}}'
 ---
@@ -55,6 +68,7 @@ metadata: {name: %[3]s, namespace: default}
 spec:
   runStrategy: Always
   template:
+    metadata: {labels: %[11]s}
     spec:
       # As docs/install.md's example VM (manifests/examples/vm.yaml): our ValidatingAdmissionPolicy refuses a VM
       # using the binding without an explicit evictionStrategy, and warns without the memlock reservation.
@@ -81,8 +95,8 @@ spec:
       volumes:
       - {name: root, containerDisk: {image: "%[10]s", imagePullPolicy: IfNotPresent}}
       - {name: cloudinit, cloudInitNoCloud: {userData: "#cloud-config\n"}}
-`, guestNAD, resolvConf, guestVM, guest.ClusterKernelArgs, GuestKernelImage, GuestKernelPath, GuestInitrdPath,
-		guestPodMAC, guestVFMAC, GuestDiskImage)
+`, guestNAD, resolvConf, name, guest.ClusterKernelArgs, GuestKernelImage, GuestKernelPath, GuestInitrdPath,
+		guestPodMAC, guestVFMAC, GuestDiskImage, labels)
 }
 
 // plainGuestVMI is the same guest with the pod NIC only.
@@ -117,6 +131,8 @@ type vfNetwork struct {
 	Prefixes    []netip.Prefix
 	Routes      map[string]string // destination -> next hop
 	Nameservers []string
+	Search      []string
+	MTU         int
 }
 
 // readVFNetwork reads the VF network's entry of both annotations of pod, with plain JSON (not the sidecar's
@@ -126,8 +142,10 @@ func readVFNetwork(pod *corev1.Pod) (vfNetwork, error) {
 	var statuses []struct {
 		Name string   `json:"name"`
 		IPs  []string `json:"ips"`
+		MTU  int      `json:"mtu"`
 		DNS  struct {
 			Nameservers []string `json:"nameservers"`
+			Search      []string `json:"search"`
 		} `json:"dns"`
 	}
 	if err := json.Unmarshal([]byte(pod.Annotations["k8s.v1.cni.cncf.io/network-status"]), &statuses); err != nil {
@@ -153,7 +171,7 @@ func readVFNetwork(pod *corev1.Pod) (vfNetwork, error) {
 		if st.Name != name {
 			continue
 		}
-		out.Nameservers = st.DNS.Nameservers
+		out.Nameservers, out.Search, out.MTU = st.DNS.Nameservers, st.DNS.Search, st.MTU
 		var want []string
 		for _, p := range out.Prefixes {
 			want = append(want, p.Addr().String())
@@ -320,21 +338,96 @@ func checkGuestNetwork(t *testing.T, run *guestRun) {
 	assert.ElementsMatch(t, run.net.Nameservers, guest.UnitValues(unit, "DNS"), "guest: networkd's DNS= against network-status's nameservers\n%s", unit)
 }
 
+// checkGuestMTUAndResolver asserts the VF's MTU (the report's `ip -j addr`) and the guest resolver's own view of
+// the VF's DNS servers and search domains (systemd-resolved, asked through the guest agent) against
+// network-status.
+func checkGuestMTUAndResolver(ctx context.Context, t *testing.T, e *env, run *guestRun) {
+	t.Helper()
+	require.NotZero(t, run.net.MTU, "cluster (CNI stand-in): network-status gives the VF network an mtu")
+	link, _ := run.report.LinkByMAC(guestVFMAC)
+	assert.Equal(t, run.net.MTU, link.MTU, "guest: %s's MTU against network-status's\n%s", link.Name, run.report)
+	require.NotEmpty(t, run.net.Search, "cluster: network-status gives the VF network search domains")
+	for _, q := range []struct {
+		what string
+		want []string
+	}{{"dns", run.net.Nameservers}, {"domain", run.net.Search}} {
+		out, err := guestOutput(ctx, e, run, "resolvectl "+q.what+" "+run.vfDev)
+		require.NoError(t, err, "guest: resolvectl %s", q.what)
+		// "Link 3 (enp2s0): 192.168.60.53 fd60::53"
+		_, values, ok := strings.Cut(strings.TrimSpace(out), ": ")
+		require.True(t, ok, "guest: resolvectl %s: %q", q.what, out)
+		assert.ElementsMatch(t, q.want, strings.Fields(values), "guest: the resolver's %s of %s against network-status", q.what, run.vfDev)
+	}
+}
+
 // guestExec runs a shell command in the guest through QEMU's guest agent (guest-exec, from the compute
 // container's virsh), without waiting for it to finish: the command may take the guest's network down.
 func guestExec(ctx context.Context, e *env, run *guestRun, script string) error {
-	cmd, err := json.Marshal(map[string]any{"execute": "guest-exec", "arguments": map[string]any{
+	_, err := agentCommand(ctx, e, run, map[string]any{"execute": "guest-exec", "arguments": map[string]any{
 		"path": "/bin/sh", "arg": []string{"-c", script}}})
-	if err != nil {
-		return err
-	}
-	_, err = e.node.Kube().Run(ctx, nil, "exec", "-n", "default", run.pod.Name, "-c", "compute", "--", "virsh", "-c",
-		"qemu+unix:///session?socket=/var/run/libvirt/virtqemud-sock", "qemu-agent-command", "default_"+guestVM, string(cmd))
 	if err != nil {
 		return fmt.Errorf("guest: guest-exec %q: %w", script, err)
 	}
 	return nil
 }
+
+// guestOutput runs a shell command in the guest through QEMU's guest agent and returns what it wrote to
+// standard output, once it exited 0.
+func guestOutput(ctx context.Context, e *env, run *guestRun, script string) (string, error) {
+	out, err := agentCommand(ctx, e, run, map[string]any{"execute": "guest-exec", "arguments": map[string]any{
+		"path": "/bin/sh", "arg": []string{"-c", script}, "capture-output": true}})
+	if err != nil {
+		return "", fmt.Errorf("guest: guest-exec %q: %w", script, err)
+	}
+	var started struct {
+		Return struct{ PID int } `json:"return"`
+	}
+	if err := json.Unmarshal(out, &started); err != nil {
+		return "", fmt.Errorf("guest: guest-exec %q: %w: %s", script, err, out)
+	}
+	var status struct {
+		Return struct {
+			Exited   bool   `json:"exited"`
+			ExitCode int    `json:"exitcode"`
+			OutData  []byte `json:"out-data"` // base64 in the JSON
+			ErrData  []byte `json:"err-data"`
+		} `json:"return"`
+	}
+	err = e.node.pollFor(ctx, "guest: "+script+" exited", time.Minute, 200*time.Millisecond, nil, func() error {
+		out, err := agentCommand(ctx, e, run, map[string]any{"execute": "guest-exec-status", "arguments": map[string]any{"pid": started.Return.PID}})
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(out, &status); err != nil {
+			return fmt.Errorf("%w: %s", err, out)
+		}
+		if !status.Return.Exited {
+			return errors.New("still running")
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	if status.Return.ExitCode != 0 {
+		return "", fmt.Errorf("guest: %q exited %d: %s", script, status.Return.ExitCode, status.Return.ErrData)
+	}
+	return string(status.Return.OutData), nil
+}
+
+// agentCommand sends one command to the guest agent of run's VMI (virsh qemu-agent-command in the compute
+// container) and returns the agent's answer.
+func agentCommand(ctx context.Context, e *env, run *guestRun, command map[string]any) ([]byte, error) {
+	cmd, err := json.Marshal(command)
+	if err != nil {
+		return nil, err
+	}
+	return e.node.Kube().Run(ctx, nil, "exec", "-n", "default", run.pod.Name, "-c", "compute", "--", "virsh", "-c",
+		libvirtURI, "qemu-agent-command", "default_"+run.vmi.Name, string(cmd))
+}
+
+// libvirtURI is the compute container's libvirt (virt-launcher's non-root virtqemud).
+const libvirtURI = "qemu+unix:///session?socket=/var/run/libvirt/virtqemud-sock"
 
 // flapMark is the interface the guest adds when it flaps: the guest agent reports it, so its entry in
 // vmi.status.interfaces says that the agent's report of the flap has reached the status.
@@ -392,7 +485,7 @@ func TestVM_GuestStatusFlapMigrationRestart(t *testing.T) {
 
 	t0 = time.Now()
 	require.NoError(t, e.node.waitFor(ctx, "KubeVirt: the VM accepted", 2*time.Minute, nil, func() error {
-		_, err := e.node.Kube().Run(ctx, []byte(guestVMYAML(resolv)), "apply", "-f", "-")
+		_, err := e.node.Kube().Run(ctx, []byte(guestVMYAML(resolv, guestVM, true)), "apply", "-f", "-")
 		return err
 	}))
 	t.Cleanup(func() { _, _ = e.node.Kube().Run(ctx, nil, "delete", "vm", guestVM, "--wait=true", "--timeout=3m") })
@@ -403,6 +496,7 @@ func TestVM_GuestStatusFlapMigrationRestart(t *testing.T) {
 		run.toRunning.Seconds()/without.toRunning.Seconds(), run.toReport.Seconds()/without.toReport.Seconds())
 
 	t.Run("guest configured from the ISO", func(t *testing.T) { checkGuestNetwork(t, run) })
+	t.Run("the guest's MTU and resolver on the VF", func(t *testing.T) { checkGuestMTUAndResolver(ctx, t, e, run) })
 
 	t.Run("our sidecar's memory in the real pod", func(t *testing.T) {
 		for _, cs := range run.pod.Status.ContainerStatuses {
@@ -412,12 +506,17 @@ func TestVM_GuestStatusFlapMigrationRestart(t *testing.T) {
 			m, err := e.node.ContainerMemory(strings.TrimPrefix(cs.ContainerID, "containerd://"))
 			require.NoError(t, err, "cluster: our sidecar's cgroup")
 			mib := func(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
-			limit := mib(m.Limit)
-			if m.Limit >= 1<<62 {
-				limit = "none" // KubeVirt v1.8.4 renders a binding plugin's sidecar with no resources at all
-			}
 			t.Logf("our sidecar (container %s) after the guest booted: usage %s (anon %s, page cache %s), peak %s, limit %s",
-				cs.Name, mib(m.Usage), mib(m.RSS), mib(m.Cache), mib(m.MaxUsage), limit)
+				cs.Name, mib(m.Usage), mib(m.RSS), mib(m.Cache), mib(m.MaxUsage), mib(m.Limit))
+			// The KubeVirt CR's supportContainerResources (docs/operations.md), as virt-controller rendered them
+			// into the pod and kubelet into the container's cgroup.
+			want := resource.MustParse(sidecarMemoryLimit)
+			for _, c := range run.pod.Spec.Containers {
+				if c.Name == run.sidecar {
+					assert.Equal(t, want.String(), c.Resources.Limits.Memory().String(), "KubeVirt: the sidecar container's memory limit")
+				}
+			}
+			assert.Equal(t, want.Value(), m.Limit, "kubelet: the sidecar's cgroup memory limit")
 			// DESIGN.md section 5: KubeVirt's own sidecar limit, 64M (61 MiB), is the ceiling.
 			assert.Less(t, m.MaxUsage, int64(61<<20), "sidecar: its peak in the pod, under KubeVirt's 64M sidecar limit")
 			assert.Less(t, m.MaxUsage, m.Limit, "sidecar: its peak under the container's limit")

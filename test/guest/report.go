@@ -48,6 +48,7 @@ type Link struct {
 	Name      string
 	MAC       string
 	OperState string
+	MTU       int
 	Addrs     []Addr
 }
 
@@ -73,6 +74,7 @@ type ipAddrJSON struct {
 	IfName    string `json:"ifname"`
 	Address   string `json:"address"`
 	OperState string `json:"operstate"`
+	MTU       int    `json:"mtu"`
 	AddrInfo  []struct {
 		Family    string `json:"family"`
 		Local     string `json:"local"`
@@ -104,7 +106,7 @@ func ParseReport(serial string) (*Report, error) {
 		return nil, err
 	}
 	for _, l := range links {
-		link := Link{Name: l.IfName, MAC: strings.ToLower(l.Address), OperState: l.OperState}
+		link := Link{Name: l.IfName, MAC: strings.ToLower(l.Address), OperState: l.OperState, MTU: l.MTU}
 		for _, a := range l.AddrInfo {
 			addr, err := netip.ParseAddr(a.Local)
 			if err != nil {

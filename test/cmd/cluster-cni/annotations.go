@@ -98,6 +98,7 @@ func BuildAnnotations(in AnnotationInput) (map[string]string, error) {
 // reads from the SR-IOV device plugin (https://github.com/k8snetworkplumbingwg/device-info-spec, v1.1.0:
 // type "pci", pci.pci-address), and names it "<namespace>/<nad>"
 // (https://github.com/k8snetworkplumbingwg/multus-cni/blob/master/docs/how-to-use.md, "network-status").
+// A `none` network is left out (it stands for nothing on a node).
 func networkStatuses(in AnnotationInput) ([]nadv1.NetworkStatus, error) {
 	def := nadv1.NetworkStatus{Name: in.DefaultNetwork, Interface: in.PodIfName, Default: true, IPs: []string{}}
 	sandboxIdx := -1
@@ -123,6 +124,13 @@ func networkStatuses(in AnnotationInput) ([]nadv1.NetworkStatus, error) {
 	def.DNS = convertDNS(in.Default.DNS)
 	out := []nadv1.NetworkStatus{def}
 	for _, a := range in.Attachments {
+		if a.NAD.Type == typeNone {
+			// The none network exists only to carry the VF stand-in's own binding (test/cluster registers it as a
+			// second binding plugin, which needs an interface and a network): a node has no such network, so
+			// KubeVirt must not see it. Listed, it would give the VMI a multus-status interface that no domain
+			// device has, which stock virt-launcher picks for NIC hot-plug on every sync.
+			continue
+		}
 		st := nadv1.NetworkStatus{
 			Name:      a.Selection.Namespace + "/" + a.Selection.Name,
 			Interface: a.PodIface,
@@ -141,6 +149,7 @@ func networkStatuses(in AnnotationInput) ([]nadv1.NetworkStatus, error) {
 			st.DNS = convertDNS(a.Result.DNS)
 		}
 		if a.NAD.Type == typeSRIOV {
+			st.Mtu = a.NAD.MTU
 			st.DeviceInfo = &nadv1.DeviceInfo{
 				Type:    nadv1.DeviceInfoTypePCI,
 				Version: nadv1.DeviceInfoVersion,

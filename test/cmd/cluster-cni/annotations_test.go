@@ -70,6 +70,7 @@ func TestBuildAnnotations_ParseWithTheSidecarsParsers(t *testing.T) {
 		ips, gateways    []string
 		pci              string
 		isDefault        bool
+		mtu              int
 	}
 	type wantPN struct {
 		key, role, mac string
@@ -98,17 +99,20 @@ func TestBuildAnnotations_ParseWithTheSidecarsParsers(t *testing.T) {
 			},
 		},
 		{
-			name: "SR-IOV UDN without IPAM and a none network",
+			name: "SR-IOV UDN without IPAM and a none network (left out of network-status)",
 			def:  bridgeResult("10.244.0.6", "fd00:10:244::6"),
 			atts: []Attachment{
-				sriovAttachment("sriov1", "ns1", "l2net", "02:00:00:00:00:02", nil),
+				func() Attachment {
+					a := sriovAttachment("sriov1", "ns1", "l2net", "02:00:00:00:00:02", nil)
+					a.NAD.MTU = 1400
+					return a
+				}(),
 				{Selection: nadv1.NetworkSelectionElement{Name: "dummy", Namespace: "ns2", InterfaceRequest: hashedPodIfaceName("other")},
 					NAD: NADConfig{Name: "dummy", Type: typeNone}, PodIface: hashedPodIfaceName("other")},
 			},
 			wantStatus: []wantStatus{
 				{name: "pods", iface: "eth0", mac: "0a:58:0a:f4:00:05", ips: []string{"10.244.0.6", "fd00:10:244::6"}, gateways: []string{"10.244.0.1", "fd00:10:244::1"}, isDefault: true},
-				{name: "ns1/l2net", iface: podIface, mac: "02:00:00:00:00:02", pci: "0000:65:00.2"},
-				{name: "ns2/dummy", iface: hashedPodIfaceName("other")},
+				{name: "ns1/l2net", iface: podIface, mac: "02:00:00:00:00:02", pci: "0000:65:00.2", mtu: 1400},
 			},
 			wantPN: []wantPN{
 				{key: "default", role: "primary", mac: "0a:58:0a:f4:00:05", ips: []string{"10.244.0.6/24", "fd00:10:244::6/64"}, gateways: []string{"10.244.0.1", "fd00:10:244::1"}, routes: 8},
@@ -174,6 +178,7 @@ func TestBuildAnnotations_ParseWithTheSidecarsParsers(t *testing.T) {
 				assert.Equal(t, w.ips, nilIfEmpty(st.IPs), "entry %d ips", i)
 				assert.Equal(t, w.gateways, st.Gateway, "entry %d gateway", i)
 				assert.Equal(t, w.isDefault, st.Default, "entry %d default", i)
+				assert.Equal(t, w.mtu, st.Mtu, "entry %d mtu", i)
 				if w.pci == "" {
 					assert.Nil(t, st.DeviceInfo, "entry %d device-info", i)
 				} else {

@@ -108,10 +108,13 @@ func parseShortSelection(item string) (nadv1.NetworkSelectionElement, error) {
 // NADConfig is what this plugin reads of a NetworkAttachmentDefinition's spec.config: a single plugin
 // config or a conflist, whose first plugin decides.
 type NADConfig struct {
-	Name     string          // the CNI network name (host-local keeps its leases under it)
-	Type     string          // "sriov", "none", anything else
-	DeviceID string          // sriov: the VF's PCI address, e.g. 0000:65:00.2
-	IPAM     json.RawMessage // nil when the config has none
+	Name     string // the CNI network name (host-local keeps its leases under it)
+	Type     string // "sriov", "none", anything else
+	DeviceID string // sriov: the VF's PCI address, e.g. 0000:65:00.2
+	// MTU (sriov, "mtu"; 0 = absent) is the VF's MTU: on a node the SR-IOV operator's policy sets it on the
+	// VF, and SR-IOV CNI reports it in its result, which Multus copies into network-status "mtu".
+	MTU  int
+	IPAM json.RawMessage // nil when the config has none
 	// Role is OVN-K's NAD config role ("primary" or "secondary"; "" = secondary), which decides the
 	// pod-networks roles (go-controller/pkg/util/pod_annotation.go, PodAnnotation.Role).
 	Role string
@@ -126,6 +129,7 @@ const (
 type nadPluginJSON struct {
 	Type     string          `json:"type"`
 	DeviceID string          `json:"deviceID"`
+	MTU      int             `json:"mtu"`
 	IPAM     json.RawMessage `json:"ipam"`
 	Role     string          `json:"role"`
 }
@@ -147,7 +151,7 @@ func parseNADConfig(ns, name, config string) (NADConfig, error) {
 	if len(top.Plugins) > 0 {
 		p = top.Plugins[0]
 	}
-	c := NADConfig{Name: top.Name, Type: p.Type, DeviceID: p.DeviceID, Role: p.Role}
+	c := NADConfig{Name: top.Name, Type: p.Type, DeviceID: p.DeviceID, Role: p.Role, MTU: p.MTU}
 	if c.Name == "" {
 		c.Name = name
 	}
@@ -163,6 +167,9 @@ func parseNADConfig(ns, name, config string) (NADConfig, error) {
 		if _, err := netval.ParsePCIAddress(c.DeviceID); err != nil {
 			return NADConfig{}, fail(fmt.Errorf("deviceID: %w", err))
 		}
+	}
+	if c.MTU != 0 && (c.MTU < 68 || c.MTU > 65535) {
+		return NADConfig{}, fail(fmt.Errorf("mtu %d is outside 68-65535", c.MTU))
 	}
 	if c.Type == "" {
 		return NADConfig{}, fail(errors.New("type is empty"))

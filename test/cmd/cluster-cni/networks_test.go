@@ -90,7 +90,14 @@ func TestParseNADConfig(t *testing.T) {
 			config: `{"cniVersion":"1.0.0","name":"l2net","plugins":[{"type":"sriov","deviceID":"0000:65:00.3","role":"primary"},{"type":"tuning"}]}`,
 			want:   NADConfig{Name: "l2net", Type: "sriov", DeviceID: "0000:65:00.3", Role: "primary"},
 		},
+		{
+			name:   "sriov with the VF's mtu",
+			config: `{"cniVersion":"1.0.0","name":"l2net","type":"sriov","deviceID":"0000:65:00.2","mtu":1400}`,
+			want:   NADConfig{Name: "l2net", Type: "sriov", DeviceID: "0000:65:00.2", MTU: 1400},
+		},
 		{name: "none, no name", config: `{"type":"none","ipam":{}}`, want: NADConfig{Name: "nad1", Type: "none"}},
+		{name: "mtu too small", config: `{"type":"sriov","deviceID":"0000:65:00.2","mtu":67}`, wantErr: "mtu 67 is outside 68-65535"},
+		{name: "mtu too large", config: `{"type":"sriov","deviceID":"0000:65:00.2","mtu":65536}`, wantErr: "mtu 65536"},
 		{name: "bad JSON", config: `{`, wantErr: "NetworkAttachmentDefinition ns1/nad1 spec.config: invalid JSON"},
 		{name: "no type", config: `{"name":"x"}`, wantErr: "type is empty"},
 		{name: "sriov without deviceID", config: `{"type":"sriov"}`, wantErr: "deviceID"},
@@ -110,6 +117,7 @@ func TestParseNADConfig(t *testing.T) {
 			assert.Equal(t, tt.want.Type, got.Type)
 			assert.Equal(t, tt.want.DeviceID, got.DeviceID)
 			assert.Equal(t, tt.want.Role, got.Role)
+			assert.Equal(t, tt.want.MTU, got.MTU)
 			assert.Equal(t, string(tt.want.IPAM), string(got.IPAM))
 		})
 	}

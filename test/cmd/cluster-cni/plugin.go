@@ -131,7 +131,7 @@ func (p *Plugin) setUp(ctx context.Context, st *State, plans []Attachment, podNS
 			if err := saveState(p.Conf, st); err != nil {
 				return nil, err
 			}
-			if a.MAC, err = createTap(p.Env.Netns, as.Tap, a.Selection.MacRequest); err != nil {
+			if a.MAC, err = createTap(p.Env.Netns, as.Tap, a.Selection.MacRequest, a.NAD.MTU); err != nil {
 				return nil, fmt.Errorf("network %s: %w", key, err)
 			}
 			if a.NAD.IPAM != nil {

@@ -244,7 +244,7 @@ func newFixture(t *testing.T, sriovIPAM string) *fixture {
 	require.NoError(t, err)
 	f.cluster.addPod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "virt-launcher-vm1-x",
 		Annotations: map[string]string{NetworksAnnotation: string(networks)}}})
-	f.cluster.addNAD("ns2", "l2net", `{"cniVersion":"1.0.0","name":"l2net","type":"sriov","deviceID":"0000:65:00.2","ipam":`+sriovIPAM+`}`)
+	f.cluster.addNAD("ns2", "l2net", `{"cniVersion":"1.0.0","name":"l2net","type":"sriov","deviceID":"0000:65:00.2","mtu":1400,"ipam":`+sriovIPAM+`}`)
 	f.cluster.addNAD("ns1", "dummy", `{"cniVersion":"1.0.0","name":"dummy","type":"none"}`)
 	f.plugin = &Plugin{Conf: conf, Cluster: f.cluster, Env: Env{
 		ContainerID: "ccnitest0", Netns: f.podNS, IfName: "eth0",
@@ -309,6 +309,7 @@ func TestAddCheckDel_RealPluginsInRealNetns(t *testing.T) {
 	assert.Equal(t, uint32(qemuID), tt.Group)
 	assert.Equal(t, netlink.TUNTAP_MODE_TAP, tt.Mode)
 	assert.Equal(t, sriovMAC, tt.Attrs().HardwareAddr.String())
+	assert.Equal(t, 1400, tt.Attrs().MTU, "the NAD's mtu, as the SR-IOV operator sets it on a VF")
 	assert.Len(t, ls, 3, "lo, eth0 and the TAP: %v", ls)
 
 	// The annotations were patched once and parse with the sidecar's parsers.
@@ -317,8 +318,8 @@ func TestAddCheckDel_RealPluginsInRealNetns(t *testing.T) {
 	assert.Equal(t, 1, f.cluster.patches)
 	snap := downwardapi.SnapshotFromMaps(pod.Labels, pod.Annotations)
 	require.Empty(t, snap.Problems)
-	require.Len(t, snap.NetworkStatus, 3)
-	def, udn, dummy := snap.NetworkStatus[0], snap.NetworkStatus[1], snap.NetworkStatus[2]
+	require.Len(t, snap.NetworkStatus, 2, "the cluster network and the UDN; the none network is left out")
+	def, udn := snap.NetworkStatus[0], snap.NetworkStatus[1]
 	assert.True(t, def.Default)
 	assert.Equal(t, "eth0", def.Interface)
 	assert.ElementsMatch(t, []string{addrs[0].Addr().String(), addrs[1].Addr().String()}, def.IPs)
@@ -326,14 +327,12 @@ func TestAddCheckDel_RealPluginsInRealNetns(t *testing.T) {
 	assert.Equal(t, "ns2/l2net", udn.Name)
 	assert.Equal(t, podIface, udn.Interface)
 	assert.Equal(t, sriovMAC, udn.Mac)
+	assert.Equal(t, 1400, udn.Mtu, "network-status reports the VF's mtu, as Multus copies SR-IOV CNI's result")
 	require.Len(t, udn.IPs, 2)
 	assert.True(t, netip.MustParsePrefix("192.168.77.0/24").Contains(netip.MustParseAddr(udn.IPs[0])), udn.IPs[0])
 	assert.True(t, netip.MustParsePrefix("fd77::/64").Contains(netip.MustParseAddr(udn.IPs[1])), udn.IPs[1])
 	require.NotNil(t, udn.DeviceInfo)
 	assert.Equal(t, "0000:65:00.2", udn.DeviceInfo.Pci.PciAddress)
-	assert.Equal(t, "ns1/dummy", dummy.Name)
-	assert.Equal(t, hashedPodIfaceName(dummyNetwork), dummy.Interface)
-	assert.Nil(t, dummy.DeviceInfo)
 	require.Contains(t, snap.PodNetworks, "default")
 	require.Contains(t, snap.PodNetworks, "ns2/l2net")
 	assert.NotContains(t, snap.PodNetworks, "ns1/dummy")

@@ -16,10 +16,11 @@ import (
 const qemuID = 107
 
 // createTap makes the persistent TAP device standing in for a VF in the netns at nsPath, owned by
-// uid/gid 107, with mac when it is not empty, and returns its MAC. The tun ioctl makes the device in the
+// uid/gid 107, with mac when it is not empty and mtu when it is not 0 (what the SR-IOV operator's policy sets on
+// a VF), and returns its MAC. The tun ioctl makes the device in the
 // netns of the calling thread, so the work runs on a thread of its own that enters the netns and is
 // discarded afterwards (the goroutine exits locked).
-func createTap(nsPath, name, mac string) (string, error) {
+func createTap(nsPath, name, mac string, mtu int) (string, error) {
 	type res struct {
 		mac string
 		err error
@@ -27,7 +28,7 @@ func createTap(nsPath, name, mac string) (string, error) {
 	done := make(chan res, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		mac, err := createTapHere(nsPath, name, mac)
+		mac, err := createTapHere(nsPath, name, mac, mtu)
 		done <- res{mac, err}
 	}()
 	r := <-done
@@ -37,7 +38,7 @@ func createTap(nsPath, name, mac string) (string, error) {
 	return r.mac, nil
 }
 
-func createTapHere(nsPath, name, mac string) (string, error) {
+func createTapHere(nsPath, name, mac string, mtu int) (string, error) {
 	ns, err := netns.GetFromPath(nsPath)
 	if err != nil {
 		return "", fmt.Errorf("open netns: %w", err)
@@ -70,6 +71,11 @@ func createTapHere(nsPath, name, mac string) (string, error) {
 		}
 		if link, err = netlink.LinkByName(name); err != nil {
 			return "", fmt.Errorf("look up after setting mac: %w", err)
+		}
+	}
+	if mtu != 0 {
+		if err := netlink.LinkSetMTU(link, mtu); err != nil {
+			return "", fmt.Errorf("set mtu %d: %w", mtu, err)
 		}
 	}
 	return link.Attrs().HardwareAddr.String(), nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/xml"
 	"fmt"
 	"os"
 	"os/exec"
@@ -92,6 +93,8 @@ func TestHookManager_OursThenTheStandIn_HostdevsBecomeEmulatedNICs(t *testing.T)
 	} {
 		nic, ok := byAlias[nicAliasPrefix+tc.iface]
 		require.True(t, ok, "no emulated NIC for %s in:\n%s", tc.iface, out)
+		_, own := byAlias["ua-"+tc.iface]
+		assert.False(t, own, "%s: an <interface> carries the interface's own alias; on a node the VF is a <hostdev>", tc.iface)
 		assert.Equal(t, TapName(namescheme.GenerateHashedInterfaceName(tc.iface)), nic.Target.Dev, tc.iface)
 		assert.Equal(t, tc.mac, nic.MAC.Address, tc.iface)
 		if tc.guest != "" {
@@ -99,6 +102,17 @@ func TestHookManager_OursThenTheStandIn_HostdevsBecomeEmulatedNICs(t *testing.T)
 			assert.Equal(t, tc.guest, pciString(nic.Address.PCI), "%s: ours put the VMI's pciAddress on the hostdev, the NIC keeps it", tc.iface)
 		}
 	}
+
+	// virt-launcher defines the domain again from what it read back: ours finds no <interface> of the VF's own
+	// alias, wires the VF again, and the stand-in takes that hostdev out, leaving the NIC of the first define.
+	var readBack api.DomainSpec
+	require.NoError(t, xml.Unmarshal([]byte(out), &readBack))
+	again, err := mgr.OnDefineDomain(&readBack, vmi)
+	require.NoError(t, err)
+	var dom2 libvirtxml.Domain
+	require.NoError(t, dom2.Unmarshal(string(again)))
+	assert.Empty(t, dom2.Devices.Hostdevs)
+	assert.Len(t, dom2.Devices.Interfaces, len(dom.Devices.Interfaces), "one NIC per VF, as after the first define")
 }
 
 // Without our sidecar before it, the stand-in refuses: the VM would fail to start naming the missing hostdev.

@@ -38,8 +38,27 @@ func samples(t *testing.T) (*v1.VirtualMachineInstance, downwardapi.NetworkInfo)
 	return vmi, ni
 }
 
+// The emulated NIC's alias is one no VMI interface has, so that the domain holds no <interface> of the bound
+// interface, as on a node where the VF stays a <hostdev>; a VMI labelled AliasLabel=AliasKubeVirt gets KubeVirt's own.
 func TestSwap_OurHostdevsBecomeEmulatedNICsOnTheStandInTaps(t *testing.T) {
-	vmi, ni := samples(t)
+	for _, tc := range []struct {
+		label       string
+		aliasPrefix string
+	}{
+		{"", "ua-vfstandin-"},
+		{AliasKubeVirt, "ua-"},
+	} {
+		t.Run("label "+tc.label, func(t *testing.T) {
+			vmi, ni := samples(t)
+			if tc.label != "" {
+				vmi.Labels = map[string]string{AliasLabel: tc.label}
+			}
+			swapsOurHostdevs(t, vmi, ni, tc.aliasPrefix)
+		})
+	}
+}
+
+func swapsOurHostdevs(t *testing.T, vmi *v1.VirtualMachineInstance, ni downwardapi.NetworkInfo, aliasPrefix string) {
 	in := domainWith(l2Hostdev, localnetHostdev, userHostdev)
 	out, err := Swap([]byte(in), vmi, ni, "sriov-udn")
 	require.NoError(t, err)
@@ -56,7 +75,8 @@ func TestSwap_OurHostdevsBecomeEmulatedNICsOnTheStandInTaps(t *testing.T) {
 		"sriov-localnet": {"02:00:00:aa:02:01", ""},             // no macAddress in spec: device-info's mac
 	}
 	for _, nic := range dom.Devices.Interfaces[1:] {
-		name := strings.TrimPrefix(nic.Alias.Name, nicAliasPrefix)
+		name, ok := strings.CutPrefix(nic.Alias.Name, aliasPrefix)
+		require.True(t, ok, "NIC alias %q, want the prefix %q", nic.Alias.Name, aliasPrefix)
 		w, ok := want[name]
 		require.True(t, ok, "unexpected NIC alias %q", nic.Alias.Name)
 		require.NotNil(t, nic.Source.Ethernet, "%s: type='ethernet'", name)
@@ -89,7 +109,7 @@ func TestSwap_AgainOnItsOwnOutputWithOurHostdevAdded_OneNICPerVF(t *testing.T) {
 	require.NoError(t, dom.Unmarshal(string(second)))
 	assert.Empty(t, dom.Devices.Hostdevs)
 	require.Len(t, dom.Devices.Interfaces, 3, "ua-default and one NIC per VF")
-	assert.Equal(t, 1, strings.Count(string(second), `"ua-sriov-l2"`))
+	assert.Equal(t, 1, strings.Count(string(second), `"`+nicAliasPrefix+`sriov-l2"`))
 	wrong := strings.Replace(string(first), "</devices>", strings.Replace(l2Hostdev, `managed="no"`, `managed="yes"`, 1)+localnetHostdev+"</devices>", 1)
 	_, err = Swap([]byte(wrong), vmi, ni, "sriov-udn")
 	require.ErrorIs(t, err, ErrHostdev, "the hostdev is checked on every call")

@@ -1,0 +1,231 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"libvirt.org/go/libvirtxml"
+)
+
+// defectVM is the VM of TestVM_NICHotplugDefect: the guest VM of vm_test.go without the stand-in's alias label,
+// so that its domain, as on a node, holds no <interface> for the VF.
+const defectVM = "vm-defect"
+
+// dummyDomainError is what stock virt-launcher's SyncVMI fails with when its NIC hot-plug picks an interface
+// it cannot plug (pkg/virt-launcher/virtwrap/network/nichotplug.go, v1.8.4).
+const dummyDomainError = "could not retrieve the api.Interface object from the dummy domain"
+
+// syncFailures returns the SyncFailed events of the VMI of uid (each counted as many times as it happened),
+// and the message of the newest.
+func syncFailures(ctx context.Context, e *env, uid string) (int, string, error) {
+	events, err := e.client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + uid})
+	if err != nil {
+		return 0, "", err
+	}
+	n, msg, newest := 0, "", time.Time{}
+	for _, ev := range events.Items {
+		if ev.Reason != kubevirtv1.SyncFailed.String() {
+			continue
+		}
+		n += int(max(ev.Count, 1))
+		if ev.LastTimestamp.Time.After(newest) || msg == "" {
+			newest, msg = ev.LastTimestamp.Time, ev.Message
+		}
+	}
+	return n, msg, nil
+}
+
+// runningDomain is the domain of run's VMI as libvirt runs it (virsh dumpxml in the compute container).
+func runningDomain(ctx context.Context, e *env, run *guestRun) (*libvirtxml.Domain, error) {
+	out, err := e.node.Kube().Run(ctx, nil, "exec", "-n", "default", run.pod.Name, "-c", "compute", "--", "virsh", "-c", libvirtURI,
+		"dumpxml", "default_"+run.vmi.Name)
+	if err != nil {
+		return nil, fmt.Errorf("libvirt: dumpxml: %w", err)
+	}
+	var dom libvirtxml.Domain
+	if err := dom.Unmarshal(string(out)); err != nil {
+		return nil, fmt.Errorf("libvirt: dumpxml: %w", err)
+	}
+	return &dom, nil
+}
+
+// domainInterface is the domain's <interface> of alias, or nil.
+func domainInterface(dom *libvirtxml.Domain, alias string) *libvirtxml.DomainInterface {
+	for i, nic := range dom.Devices.Interfaces {
+		if nic.Alias != nil && nic.Alias.Name == alias {
+			return &dom.Devices.Interfaces[i]
+		}
+	}
+	return nil
+}
+
+// linkDown says whether libvirt holds the NIC's link down.
+func linkDown(nic *libvirtxml.DomainInterface) bool {
+	return nic.Link != nil && nic.Link.State == "down"
+}
+
+// guestLink is the guest's own line for the link of mac (`ip -o link`), and whether it has carrier.
+func guestLink(ctx context.Context, e *env, run *guestRun, mac string) (string, bool, error) {
+	out, err := guestOutput(ctx, e, run, "ip -o link show")
+	if err != nil {
+		return "", false, err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "link/ether "+mac) {
+			return line, !strings.Contains(line, "NO-CARRIER"), nil
+		}
+	}
+	return "", false, fmt.Errorf("guest: no link of MAC %s in:\n%s", mac, out)
+}
+
+// setPodNICState sets the state of the VM's pod NIC (interface 0, "default"): "down" or "up". KubeVirt's VM
+// controller carries it to the VMI's spec (pkg/network/controllers/vm.go), and virt-launcher's SyncVMI to the
+// domain (updateDomainLinkState), after network.Sync.
+func setPodNICState(ctx context.Context, e *env, vm, state string) error {
+	_, err := e.node.Kube().Run(ctx, nil, "patch", "vm", vm, "--type", "json", "-p",
+		fmt.Sprintf(`[{"op": "add", "path": "/spec/template/spec/domain/devices/interfaces/0/state", "value": %q}]`, state))
+	return err
+}
+
+// vmiPodNICState waits until the VMI's spec has the pod NIC in state (KubeVirt's VM controller carried it).
+func vmiPodNICState(ctx context.Context, e *env, name, state string) error {
+	return e.node.pollFor(ctx, "KubeVirt: the VMI's pod NIC in state "+state, 2*time.Minute, time.Second, nil, func() error {
+		vmi, err := vmiNow(ctx, e, name)
+		if err != nil {
+			return err
+		}
+		got := string(vmi.Spec.Domain.Devices.Interfaces[0].State)
+		if got != state {
+			return fmt.Errorf("state %q", got)
+		}
+		return nil
+	})
+}
+
+// What a node does to a VM with our binding on stock KubeVirt, and what patches/kubevirt 0005 changes: the VF is
+// a <hostdev> (the stand-in's emulated NIC carries an alias of its own), so no domain <interface> carries the
+// VF interface's name, and stock virt-launcher's NIC hot-plug picks it on every SyncVMI and fails with the
+// dummy-domain error before it applies link states. With 0005's virt-launcher the sync succeeds and a pod NIC
+// set down goes down, in libvirt and in the guest.
+func TestVM_NICHotplugDefect_StockLauncherFailsEverySync_0005Fixes(t *testing.T) {
+	e := needNode(t)
+	ctx := context.Background()
+	require.NoError(t, e.node.UseVirtLauncher(ctx, VirtLauncherStockImage), "KubeVirt: the stock virt-launcher")
+	resolv := filepath.Join(e.node.Work, "udn-defect-resolv.conf")
+	require.NoError(t, os.WriteFile(resolv, []byte("nameserver 192.168.60.53\n"), 0o644))
+	t0 := time.Now()
+	require.NoError(t, e.node.waitFor(ctx, "KubeVirt: the VM accepted", 2*time.Minute, nil, func() error {
+		_, err := e.node.Kube().Run(ctx, []byte(guestVMYAML(resolv, defectVM, false)), "apply", "-f", "-")
+		return err
+	}))
+	t.Cleanup(func() {
+		_, _ = e.node.Kube().Run(ctx, nil, "delete", "vm", defectVM, "--wait=true", "--timeout=3m")
+		assert.NoError(t, e.node.UseVirtLauncher(ctx, VirtLauncherStockImage), "KubeVirt: back to the stock virt-launcher")
+	})
+	run := awaitGuest(ctx, t, e, defectVM, "", t0, true) // the guest has a link of the VF's MAC
+	uid := string(run.vmi.UID)
+	stockLauncher := imageID(run.pod, "compute")
+	require.NotEmpty(t, stockLauncher, "kubelet: the compute container's image")
+
+	t.Run("the domain has no <interface> of the VF, as on a node", func(t *testing.T) {
+		dom, err := runningDomain(ctx, e, run)
+		require.NoError(t, err)
+		assert.Nil(t, domainInterface(dom, "ua-udn-vf"), "an <interface> carries the VF interface's alias")
+		assert.NotNil(t, domainInterface(dom, "ua-vfstandin-udn-vf"), "the stand-in's NIC")
+		assert.NotNil(t, domainInterface(dom, "ua-default"), "the pod NIC")
+	})
+
+	t.Run("stock virt-launcher: every sync fails with the dummy-domain error", func(t *testing.T) {
+		var msg string
+		require.NoError(t, e.node.pollFor(ctx, "virt-handler: a SyncFailed event of "+defectVM, 3*time.Minute, time.Second, nil, func() error {
+			var n int
+			var err error
+			if n, msg, err = syncFailures(ctx, e, uid); err != nil || n == 0 {
+				return fmt.Errorf("%d SyncFailed events (%v)", n, err)
+			}
+			return nil
+		}))
+		t.Logf("SyncFailed: %s", msg)
+		assert.Contains(t, msg, dummyDomainError)
+	})
+
+	t.Run("stock virt-launcher: a pod NIC set down stays up", func(t *testing.T) {
+		require.NoError(t, setPodNICState(ctx, e, defectVM, "down"))
+		require.NoError(t, vmiPodNICState(ctx, e, defectVM, "down"))
+		// A sync that saw the new state has run (and failed) once a SyncFailed event comes after the VMI's change.
+		before, _, err := syncFailures(ctx, e, uid)
+		require.NoError(t, err)
+		require.NoError(t, e.node.pollFor(ctx, "virt-handler: a sync of the VMI with its pod NIC down", 3*time.Minute, time.Second, nil, func() error {
+			n, _, err := syncFailures(ctx, e, uid)
+			if err != nil || n <= before {
+				return fmt.Errorf("%d SyncFailed events, %d before (%v)", n, before, err)
+			}
+			return nil
+		}))
+		dom, err := runningDomain(ctx, e, run)
+		require.NoError(t, err)
+		nic := domainInterface(dom, "ua-default")
+		require.NotNil(t, nic)
+		assert.False(t, linkDown(nic), "libvirt: the pod NIC's link is down")
+		line, carrier, err := guestLink(ctx, e, run, guestPodMAC)
+		require.NoError(t, err)
+		assert.True(t, carrier, "guest: the pod NIC lost its carrier: %s", line)
+	})
+
+	require.NoError(t, e.node.UseVirtLauncher(ctx, VirtLauncherPatchedImage), "KubeVirt: virt-launcher with patches/kubevirt")
+	require.NoError(t, setPodNICState(ctx, e, defectVM, "up"))
+	require.NoError(t, vmiPodNICState(ctx, e, defectVM, "up"))
+	t0 = time.Now()
+	_, err := e.node.Kube().Run(ctx, nil, "delete", "vmi", defectVM, "--wait=true", "--timeout=3m")
+	require.NoError(t, err, "KubeVirt: restart the VM onto a pod of the patched virt-launcher")
+	run = awaitGuest(ctx, t, e, defectVM, uid, t0, true)
+	uid = string(run.vmi.UID)
+
+	t.Run("patched virt-launcher (0005): a pod NIC set down goes down, and no sync fails", func(t *testing.T) {
+		patched := imageID(run.pod, "compute")
+		require.NotEmpty(t, patched, "kubelet: the compute container's image")
+		require.NotEqual(t, stockLauncher, patched, "kubelet ran the stock virt-launcher again")
+		require.NoError(t, setPodNICState(ctx, e, defectVM, "down"))
+		require.NoError(t, vmiPodNICState(ctx, e, defectVM, "down"))
+		var nic *libvirtxml.DomainInterface
+		require.NoError(t, e.node.pollFor(ctx, "libvirt: the pod NIC's link down", 3*time.Minute, time.Second, nil, func() error {
+			dom, err := runningDomain(ctx, e, run)
+			if err != nil {
+				return err
+			}
+			if nic = domainInterface(dom, "ua-default"); nic == nil || !linkDown(nic) {
+				return fmt.Errorf("link up")
+			}
+			return nil
+		}))
+		line, carrier, err := guestLink(ctx, e, run, guestPodMAC)
+		require.NoError(t, err)
+		assert.False(t, carrier, "guest: the pod NIC has carrier: %s", line)
+		n, msg, err := syncFailures(ctx, e, uid)
+		require.NoError(t, err)
+		assert.Zero(t, n, "SyncFailed events of the VMI on the patched virt-launcher; the newest: %s", msg)
+		dom, err := runningDomain(ctx, e, run)
+		require.NoError(t, err)
+		assert.Nil(t, domainInterface(dom, "ua-udn-vf"), "an <interface> carries the VF interface's alias")
+	})
+}
+
+// imageID is the image kubelet ran the pod's container of name with (its status' imageID), or "".
+func imageID(pod *corev1.Pod, name string) string {
+	for _, c := range pod.Status.ContainerStatuses {
+		if c.Name == name {
+			return c.ImageID
+		}
+	}
+	return ""
+}
