@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -43,6 +44,29 @@ func syncFailures(ctx context.Context, e *env, uid string) (int, string, error) 
 		}
 	}
 	return n, msg, nil
+}
+
+// hotplugAttempts counts the times since `since` that virt-launcher of run's pod picked the interface iface for
+// NIC hot-plug (its compute container's log line "will hot plug <iface>",
+// pkg/virt-launcher/virtwrap/network/nichotplug.go): each is a SyncVMI that got that far. virt-handler's SyncFailed
+// events cannot count syncs: client-go's recorder drops an object's events after a burst of 25 (one more every
+// 5 minutes).
+func hotplugAttempts(ctx context.Context, e *env, run *guestRun, iface string, since time.Time) (int, error) {
+	out, err := e.node.Kube().Run(ctx, nil, "logs", "-n", "default", run.pod.Name, "-c", "compute")
+	if err != nil {
+		return 0, fmt.Errorf("virt-launcher's log: %w", err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(out), "\n") {
+		var entry struct {
+			Msg       string    `json:"msg"`
+			Timestamp time.Time `json:"timestamp"`
+		}
+		if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "will hot plug "+iface && !entry.Timestamp.Before(since) {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // runningDomain is the domain of run's VMI as libvirt runs it (virsh dumpxml in the compute container).
@@ -157,18 +181,24 @@ func TestVM_NICHotplugDefect_StockLauncherFailsEverySync_0005Fixes(t *testing.T)
 		}))
 		t.Logf("SyncFailed: %s", msg)
 		assert.Contains(t, msg, dummyDomainError)
+		n, err := hotplugAttempts(ctx, e, run, "udn-vf", time.Time{})
+		require.NoError(t, err)
+		assert.Positive(t, n, "virt-launcher: our interface picked for NIC hot-plug")
 	})
 
 	t.Run("stock virt-launcher: a pod NIC set down stays up", func(t *testing.T) {
 		require.NoError(t, setPodNICState(ctx, e, defectVM, "down"))
 		require.NoError(t, vmiPodNICState(ctx, e, defectVM, "down"))
-		// A sync that saw the new state has run (and failed) once a SyncFailed event comes after the VMI's change.
-		before, _, err := syncFailures(ctx, e, uid)
+		// A sync that saw the new state has run, and failed at our interface, once virt-launcher picks it for
+		// hot-plug after the VMI's change was seen. A VMI update makes virt-handler sync at once (its failed
+		// syncs are retried with a growing backoff): an annotation of the test's own is that update.
+		since := time.Now()
+		_, err := e.node.Kube().Run(ctx, nil, "annotate", "vmi", defectVM, "--overwrite", "cluster.sriov-udn.test/sync="+since.Format(time.RFC3339Nano))
 		require.NoError(t, err)
-		require.NoError(t, e.node.pollFor(ctx, "virt-handler: a sync of the VMI with its pod NIC down", 3*time.Minute, time.Second, nil, func() error {
-			n, _, err := syncFailures(ctx, e, uid)
-			if err != nil || n <= before {
-				return fmt.Errorf("%d SyncFailed events, %d before (%v)", n, before, err)
+		require.NoError(t, e.node.pollFor(ctx, "virt-launcher: a sync of the VMI with its pod NIC down", 3*time.Minute, time.Second, nil, func() error {
+			n, err := hotplugAttempts(ctx, e, run, "udn-vf", since)
+			if err != nil || n == 0 {
+				return fmt.Errorf("%d hot-plug attempts of udn-vf since %s (%v)", n, since.Format(time.RFC3339Nano), err)
 			}
 			return nil
 		}))
@@ -214,6 +244,9 @@ func TestVM_NICHotplugDefect_StockLauncherFailsEverySync_0005Fixes(t *testing.T)
 		n, msg, err := syncFailures(ctx, e, uid)
 		require.NoError(t, err)
 		assert.Zero(t, n, "SyncFailed events of the VMI on the patched virt-launcher; the newest: %s", msg)
+		attempts, err := hotplugAttempts(ctx, e, run, "udn-vf", time.Time{})
+		require.NoError(t, err)
+		assert.Zero(t, attempts, "virt-launcher with 0005 picked our interface for NIC hot-plug")
 		dom, err := runningDomain(ctx, e, run)
 		require.NoError(t, err)
 		assert.Nil(t, domainInterface(dom, "ua-udn-vf"), "an <interface> carries the VF interface's alias")
