@@ -117,7 +117,7 @@ cluster-up: ## bring test/cluster's cluster up and keep it (CLUSTER_KUBEVIRT=sto
 	if [ -e $$st/pid ] && kill -0 "$$(cat $$st/pid)" 2>/dev/null; then echo "cluster-up: a cluster is up (pid $$(cat $$st/pid)): make cluster-down first"; exit 1; fi; \
 	rm -f $$st/pid $$st/kubeconfig $$st/exit; \
 	(cd test && go test -c -o $$st/cluster.test ./cluster/); \
-	(cd test/cluster && SRIOV_UDN_CLUSTER=1 SRIOV_UDN_CLUSTER_UP=$$st CLUSTER_KUBEVIRT=$(CLUSTER_KUBEVIRT) setsid $$st/cluster.test >$$st/log 2>&1 </dev/null & echo $$! >$$st/pid); \
+	(cd test/cluster && SRIOV_UDN_CLUSTER=1 SRIOV_UDN_CLUSTER_UP=$$st CLUSTER_KUBEVIRT=$(CLUSTER_KUBEVIRT) exec setsid $$st/cluster.test) >$$st/log 2>&1 </dev/null & echo $$! >$$st/pid; \
 	echo "cluster-up: building and starting (pid $$(cat $$st/pid), log $$st/log); cold, the builds take about 15 min"; \
 	while [ ! -e $$st/kubeconfig ]; do \
 	  if ! kill -0 "$$(cat $$st/pid)" 2>/dev/null; then echo "cluster-up: failed; the log ends:"; tail -30 $$st/log; rm -f $$st/pid; exit 1; fi; \
