@@ -2,11 +2,17 @@ package cluster
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // hostPaths are the host paths kubelet and containerd write whatever their flags say (kubelet's device manager
@@ -22,7 +28,9 @@ type HostState struct {
 	Sysctls   map[string]string // the sysctls kubelet writes
 	Paths     map[string]bool   // hostPaths that exist
 	Cgroups   []string          // directories named cgroupRoot in any hierarchy
-	Mounts    []string          // host mounts under the work dir
+	Mounts    []string          // every mount of the host's mount namespace: "target (type source)"
+	Modules   []string          // loaded kernel modules (/proc/modules; none where the kernel has no module support)
+	Devices   []string          // every node under /dev but the terminals of /dev/pts: "path mode major:minor"
 	Processes []string          // processes whose command line names the work dir
 }
 
@@ -51,17 +59,25 @@ func ReadHostState(work string) (HostState, error) {
 			s.Cgroups = append(s.Cgroups, filepath.Join(h, cgroupRoot))
 		}
 	}
-	if work == "" {
-		return s, nil
-	}
+	// The node's mount namespace shares its mounts' propagation (kubelet's Bidirectional mounts need it), so a
+	// mount made inside it can reach the host's namespace: every mount is compared, not only the work dir's.
 	mounts, err := os.ReadFile("/proc/self/mounts")
 	if err != nil {
 		return s, fmt.Errorf("host mounts: %w", err)
 	}
 	for _, line := range strings.Split(string(mounts), "\n") {
-		if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[1], work) {
-			s.Mounts = append(s.Mounts, f[1])
+		if f := strings.Fields(line); len(f) > 2 {
+			s.Mounts = append(s.Mounts, fmt.Sprintf("%s (%s %s)", f[1], f[2], f[0]))
 		}
+	}
+	if s.Modules, err = loadedModules("/proc/modules"); err != nil {
+		return s, err
+	}
+	if s.Devices, err = deviceNodes("/dev"); err != nil {
+		return s, err
+	}
+	if work == "" {
+		return s, nil
 	}
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
@@ -89,12 +105,19 @@ func Leftovers(before, after HostState) []string {
 		}
 	}
 	for _, c := range after.Cgroups {
-		if !contains(before.Cgroups, c) {
+		if !slices.Contains(before.Cgroups, c) {
 			out = append(out, "cgroup "+c)
 		}
 	}
-	for _, m := range after.Mounts {
-		out = append(out, "mount "+m)
+	for _, kind := range []struct {
+		name          string
+		before, after []string
+	}{{"mount", before.Mounts, after.Mounts}, {"kernel module", before.Modules, after.Modules}, {"device", before.Devices, after.Devices}} {
+		for _, x := range kind.after {
+			if !slices.Contains(kind.before, x) {
+				out = append(out, kind.name+" "+x)
+			}
+		}
 	}
 	for _, p := range after.Processes {
 		out = append(out, "process "+p)
@@ -103,11 +126,57 @@ func Leftovers(before, after HostState) []string {
 	return out
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
+// loadedModules lists the kernel's loaded modules by name; a kernel built without module support has no
+// /proc/modules, and then none can be loaded.
+func loadedModules(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("host kernel modules: %w", err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			out = append(out, f[0])
 		}
 	}
-	return false
+	sort.Strings(out)
+	return out, nil
+}
+
+// deviceNodes lists every entry under root, each with its mode and, for a device, its numbers. The
+// pseudo-terminals of root/pts are left out: every terminal on the host (and every `kubectl exec -t`) opens and
+// closes one, so they come and go while the node runs without being the node's.
+func deviceNodes(root string) ([]string, error) {
+	var out []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) { // gone between the listing and the read
+				return nil
+			}
+			return err
+		}
+		if path == filepath.Join(root, "pts") {
+			return fs.SkipDir
+		}
+		fi, err := os.Lstat(path)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		entry := fmt.Sprintf("%s %s", path, fi.Mode().Type())
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && fi.Mode()&(fs.ModeDevice|fs.ModeCharDevice) != 0 {
+			entry += fmt.Sprintf(" %d:%d", unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev)))
+		}
+		out = append(out, entry)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("host devices under %s: %w", root, err)
+	}
+	return out, nil
 }
