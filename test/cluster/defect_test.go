@@ -147,9 +147,11 @@ func TestVM_NICHotplugDefect_StockLauncherFailsEverySync_0005Fixes(t *testing.T)
 	require.NoError(t, e.node.UseVirtLauncher(ctx, VirtLauncherStockImage), "KubeVirt: the stock virt-launcher")
 	resolv := filepath.Join(e.node.Work, "udn-defect-resolv.conf")
 	require.NoError(t, os.WriteFile(resolv, []byte("nameserver 192.168.60.53\n"), 0o644))
+	_, err := e.node.Kube().Run(ctx, []byte(hotNAD), "apply", "-f", "-")
+	require.NoError(t, err, "cluster: the hot-plugged NIC's NAD")
 	t0 := time.Now()
 	require.NoError(t, e.node.waitFor(ctx, "KubeVirt: the VM accepted", 2*time.Minute, nil, func() error {
-		_, err := e.node.Kube().Run(ctx, []byte(guestVMYAML(resolv, defectVM, false)), "apply", "-f", "-")
+		_, err := e.node.Kube().Run(ctx, []byte(guestVMYAML(resolv, defectVM, false, "")), "apply", "-f", "-")
 		return err
 	}))
 	t.Cleanup(func() {
@@ -212,11 +214,58 @@ func TestVM_NICHotplugDefect_StockLauncherFailsEverySync_0005Fixes(t *testing.T)
 		assert.True(t, carrier, "guest: the pod NIC lost its carrier: %s", line)
 	})
 
+	t.Run("stock virt-launcher: a hot-plugged bridge NIC attaches only by the map's order, and every sync still fails", func(t *testing.T) {
+		since := time.Now()
+		require.NoError(t, hotplugNIC(ctx, e, defectVM))
+		t.Cleanup(func() {
+			assert.NoError(t, unplugNIC(ctx, e, defectVM), "KubeVirt: the bridge NIC out of the VM's template")
+		})
+		// The stand-in published it, so KubeVirt takes it for a NIC to plug (the VMI's status, multus-status).
+		require.NoError(t, e.node.pollFor(ctx, "KubeVirt: "+hotNIC+" in the VMI's status from network-status", 3*time.Minute, time.Second, nil, func() error {
+			vmi, err := vmiNow(ctx, e, defectVM)
+			if err != nil {
+				return err
+			}
+			if hotNICStatus(vmi) == nil {
+				return fmt.Errorf("%s: %+v", hotNIC, statusOf(vmi, hotNIC))
+			}
+			return nil
+		}))
+		// Each SyncVMI walks a map of the NICs to plug and returns at our interface's error: hot1 is plugged
+		// on a sync that happens to reach it first. After it is in the domain, every sync still fails.
+		var dom *libvirtxml.Domain
+		var attached time.Time
+		require.NoError(t, e.node.pollFor(ctx, "virt-launcher: "+hotNIC+" attached, and a sync failing after it", 5*time.Minute, time.Second, nil, func() error {
+			var err error
+			if dom, err = runningDomain(ctx, e, run); err != nil {
+				return err
+			}
+			if domainInterface(dom, "ua-"+hotNIC) == nil {
+				return fmt.Errorf("%s not in the domain", hotNIC)
+			}
+			if attached.IsZero() {
+				attached = time.Now()
+			}
+			n, err := hotplugAttempts(ctx, e, run, "udn-vf", attached)
+			if err != nil || n == 0 {
+				return fmt.Errorf("no hot-plug attempt of udn-vf since %s attached (%v)", hotNIC, err)
+			}
+			return nil
+		}))
+		before, err := hotplugAttempts(ctx, e, run, "udn-vf", since)
+		require.NoError(t, err)
+		t.Logf("stock virt-launcher: %s attached %s after the hot-plug, with %d syncs picking udn-vf meanwhile (each failed)",
+			hotNIC, attached.Sub(since).Round(time.Second), before)
+		n, msg, err := syncFailures(ctx, e, uid)
+		require.NoError(t, err)
+		assert.Contains(t, msg, dummyDomainError, "virt-handler: the newest of %d SyncFailed events", n)
+	})
+
 	require.NoError(t, e.node.UseVirtLauncher(ctx, VirtLauncherPatchedImage), "KubeVirt: virt-launcher with patches/kubevirt")
 	require.NoError(t, setPodNICState(ctx, e, defectVM, "up"))
 	require.NoError(t, vmiPodNICState(ctx, e, defectVM, "up"))
 	t0 = time.Now()
-	_, err := e.node.Kube().Run(ctx, nil, "delete", "vmi", defectVM, "--wait=true", "--timeout=3m")
+	_, err = e.node.Kube().Run(ctx, nil, "delete", "vmi", defectVM, "--wait=true", "--timeout=3m")
 	require.NoError(t, err, "KubeVirt: restart the VM onto a pod of the patched virt-launcher")
 	run = awaitGuest(ctx, t, e, defectVM, uid, t0, true)
 	uid = string(run.vmi.UID)
@@ -251,6 +300,85 @@ func TestVM_NICHotplugDefect_StockLauncherFailsEverySync_0005Fixes(t *testing.T)
 		require.NoError(t, err)
 		assert.Nil(t, domainInterface(dom, "ua-udn-vf"), "an <interface> carries the VF interface's alias")
 	})
+
+	t.Run("patched virt-launcher (0005): a hot-plugged bridge NIC reaches the guest, and no sync fails", func(t *testing.T) {
+		require.NoError(t, hotplugNIC(ctx, e, defectVM))
+		t.Cleanup(func() {
+			assert.NoError(t, unplugNIC(ctx, e, defectVM), "KubeVirt: the bridge NIC out of the VM's template")
+		})
+		require.NoError(t, e.node.pollFor(ctx, "libvirt: "+hotNIC+" in the domain", 3*time.Minute, time.Second, nil, func() error {
+			dom, err := runningDomain(ctx, e, run)
+			if err != nil {
+				return err
+			}
+			if domainInterface(dom, "ua-"+hotNIC) == nil {
+				return fmt.Errorf("%s not in the domain", hotNIC)
+			}
+			return nil
+		}))
+		var line string
+		require.NoError(t, e.node.pollFor(ctx, "guest: a link of "+hotNIC+"'s MAC", 2*time.Minute, 2*time.Second, nil, func() error {
+			var err error
+			line, _, err = guestLink(ctx, e, run, hotNICMAC)
+			return err
+		}))
+		t.Logf("guest: %s", line)
+		vmi, err := vmiNow(ctx, e, defectVM)
+		require.NoError(t, err)
+		st := hotNICStatus(vmi)
+		require.NotNil(t, st, "KubeVirt: %s in the VMI's status", hotNIC)
+		assert.Equal(t, hotNICMAC, st.MAC)
+		n, msg, err := syncFailures(ctx, e, uid)
+		require.NoError(t, err)
+		assert.Zero(t, n, "SyncFailed events of the VMI on the patched virt-launcher; the newest: %s", msg)
+		attempts, err := hotplugAttempts(ctx, e, run, "udn-vf", time.Time{})
+		require.NoError(t, err)
+		assert.Zero(t, attempts, "virt-launcher with 0005 picked our interface for NIC hot-plug")
+	})
+}
+
+// The bridge network hot-plugged into the running VM (KubeVirt's bridge binding on a node bridge of the CNI
+// stand-in): the VM interface, its MAC and its NAD. test/cmd/cluster-cni's hotplug controller plays Multus'
+// dynamic networks controller for it.
+const (
+	hotNIC    = "hot1"
+	hotNICMAC = "02:00:00:aa:0b:01"
+	hotNAD    = `apiVersion: k8s.cni.cncf.io/v1
+kind: NetworkAttachmentDefinition
+metadata: {name: hotbr, namespace: default}
+spec:
+  config: '{"cniVersion": "1.0.0", "name": "hotbr", "type": "bridge", "bridge": "br-hot"}'
+`
+)
+
+// hotplugNIC adds the bridge NIC hotNIC to the running VM, as KubeVirt's user guide hot-plugs one: an interface
+// and its network added to the VM's template, which KubeVirt's VM controller carries into the VMI
+// (pkg/network/controllers/vm.go) and virt-controller into the pod's networks annotation.
+func hotplugNIC(ctx context.Context, e *env, vm string) error {
+	_, err := e.node.Kube().Run(ctx, nil, "patch", "vm", vm, "--type", "json", "-p", fmt.Sprintf(`[
+{"op": "add", "path": "/spec/template/spec/domain/devices/interfaces/-", "value": {"name": %[1]q, "bridge": {}, "macAddress": %[2]q}},
+{"op": "add", "path": "/spec/template/spec/networks/-", "value": {"name": %[1]q, "multus": {"networkName": "hotbr"}}}]`, hotNIC, hotNICMAC))
+	return err
+}
+
+// unplugNIC removes hotNIC from the VM's template again (the last interface and network), so the restart's VMI
+// starts without it.
+func unplugNIC(ctx context.Context, e *env, vm string) error {
+	_, err := e.node.Kube().Run(ctx, nil, "patch", "vm", vm, "--type", "json", "-p", `[
+{"op": "test", "path": "/spec/template/spec/domain/devices/interfaces/3/name", "value": "`+hotNIC+`"},
+{"op": "remove", "path": "/spec/template/spec/domain/devices/interfaces/3"},
+{"op": "test", "path": "/spec/template/spec/networks/3/name", "value": "`+hotNIC+`"},
+{"op": "remove", "path": "/spec/template/spec/networks/3"}]`)
+	return err
+}
+
+// hotNICStatus is hotNIC's entry in the VMI's status, once the CNI stand-in published it (multus-status), or nil.
+func hotNICStatus(vmi *kubevirtv1.VirtualMachineInstance) *kubevirtv1.VirtualMachineInstanceNetworkInterface {
+	st := statusOf(vmi, hotNIC)
+	if st == nil || !strings.Contains(st.InfoSource, "multus-status") {
+		return nil
+	}
+	return st
 }
 
 // imageID is the image kubelet ran the pod's container of name with (its status' imageID), or "".

@@ -391,6 +391,12 @@ func (n *Node) startControlPlane(ctx context.Context) error {
 		"--node-ip="+nodeIP, "--v=2"); err != nil {
 		return err
 	}
+	// The stand-in for Multus' dynamic networks controller (test/cmd/cluster-cni Hotplug): a network added to a
+	// running pod's networks annotation is attached and published in network-status, as KubeVirt's NIC hot-plug
+	// needs.
+	if err := n.run("cluster-cni-hotplug", n.path("cni", "bin", "cluster-cni"), "hotplug", n.path("cni", "net.d", "10-cluster.conflist")); err != nil {
+		return err
+	}
 	proxyKC, err := n.pki.kubeconfig("kube-proxy", fmt.Sprintf("https://%s:%d", nodeIP, apiserverPort))
 	if err != nil {
 		return err

@@ -131,34 +131,46 @@ func networkStatuses(in AnnotationInput) ([]nadv1.NetworkStatus, error) {
 			// device has, which stock virt-launcher picks for NIC hot-plug on every sync.
 			continue
 		}
-		st := nadv1.NetworkStatus{
-			Name:      a.Selection.Namespace + "/" + a.Selection.Name,
-			Interface: a.PodIface,
-			Mac:       a.MAC,
-		}
-		if a.Result != nil {
-			st.IPs = []string{}
-			for _, ip := range a.Result.IPs {
-				p, err := netip.ParsePrefix(ip.Address)
-				if err != nil {
-					return nil, fmt.Errorf("network %s result address %s: %w", st.Name, netval.Quote(ip.Address), err)
-				}
-				st.IPs = append(st.IPs, p.Addr().String())
-			}
-			st.Gateway = defaultRouteGateways(a.Result)
-			st.DNS = convertDNS(a.Result.DNS)
-		}
-		if a.NAD.Type == typeSRIOV {
-			st.Mtu = a.NAD.MTU
-			st.DeviceInfo = &nadv1.DeviceInfo{
-				Type:    nadv1.DeviceInfoTypePCI,
-				Version: nadv1.DeviceInfoVersion,
-				Pci:     &nadv1.PciDevice{PciAddress: a.NAD.DeviceID},
-			}
+		st, err := attachmentStatus(a)
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, st)
 	}
 	return out, nil
+}
+
+// attachmentStatus is a secondary network's network-status entry.
+func attachmentStatus(a Attachment) (nadv1.NetworkStatus, error) {
+	st := nadv1.NetworkStatus{
+		Name:      a.Selection.Namespace + "/" + a.Selection.Name,
+		Interface: a.PodIface,
+		Mac:       a.MAC,
+	}
+	if a.Result != nil {
+		st.IPs = []string{}
+		for _, ip := range a.Result.IPs {
+			p, err := netip.ParsePrefix(ip.Address)
+			if err != nil {
+				return st, fmt.Errorf("network %s result address %s: %w", st.Name, netval.Quote(ip.Address), err)
+			}
+			st.IPs = append(st.IPs, p.Addr().String())
+		}
+		st.Gateway = defaultRouteGateways(a.Result)
+		st.DNS = convertDNS(a.Result.DNS)
+	}
+	if a.NAD.Type == typeBridge {
+		st.Mtu = a.NAD.MTU
+	}
+	if a.NAD.Type == typeSRIOV {
+		st.Mtu = a.NAD.MTU
+		st.DeviceInfo = &nadv1.DeviceInfo{
+			Type:    nadv1.DeviceInfoTypePCI,
+			Version: nadv1.DeviceInfoVersion,
+			Pci:     &nadv1.PciDevice{PciAddress: a.NAD.DeviceID},
+		}
+	}
+	return st, nil
 }
 
 func defaultRouteGateways(r *Result) []string {

@@ -9,9 +9,14 @@
 // plugin with `host-local` IPAM for the pod network (dual-stack), and for each network of the pod's
 // k8s.v1.cni.cncf.io/networks annotation reads its NetworkAttachmentDefinition. A NAD of type `sriov` gets a TAP
 // device in the pod's netns standing in for the VF ("vf" + 11 hex digits of sha256(pod interface name), owned
-// by qemu, uid/gid 107) and v4/v6 addresses from host-local; any other type gets no device and no address but
-// is still listed. It then merge-patches both annotations onto the pod. DEL undoes what ADD recorded in
-// dataDir; CHECK and VERSION follow the CNI spec.
+// by qemu, uid/gid 107) and v4/v6 addresses from host-local; a NAD of type `bridge` gets a veth on the NAD's node
+// bridge from the Debian `bridge` plugin, without addresses (KubeVirt's bridge binding); a `none` one is left out;
+// any other type gets no device and no address but is still listed. It then merge-patches both annotations onto
+// the pod. DEL undoes what ADD recorded in dataDir; CHECK and VERSION follow the CNI spec.
+//
+// `cluster-cni hotplug <conflist>` is the stand-in for Multus' dynamic networks controller: a process the node
+// runs beside kubelet, which attaches a bridge network added to a running pod's networks annotation and
+// publishes it in network-status (Hotplug), as KubeVirt's NIC hot-plug needs.
 //
 // It is never shipped: nothing outside test/ may depend on it.
 package main

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 )
 
@@ -13,6 +16,18 @@ import (
 const timeout = 2 * time.Minute
 
 func main() {
+	// `cluster-cni hotplug <conflist>`: the long-running stand-in for Multus' dynamic networks controller
+	// (Hotplug), started by the node beside kubelet. Otherwise one CNI invocation.
+	if len(os.Args) == 3 && os.Args[1] == "hotplug" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+		if err := runHotplug(ctx, os.Args[2], log); err != nil {
+			log.Error("hotplug: stopped", "err", err)
+			os.Exit(1)
+		}
+		return
+	}
 	os.Exit(run(os.Stdin, os.Stdout, os.Getenv, newKubeCluster))
 }
 

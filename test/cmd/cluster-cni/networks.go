@@ -109,8 +109,9 @@ func parseShortSelection(item string) (nadv1.NetworkSelectionElement, error) {
 // config or a conflist, whose first plugin decides.
 type NADConfig struct {
 	Name     string // the CNI network name (host-local keeps its leases under it)
-	Type     string // "sriov", "none", anything else
+	Type     string // "sriov", "bridge", "none", anything else
 	DeviceID string // sriov: the VF's PCI address, e.g. 0000:65:00.2
+	Bridge   string // bridge: the node's Linux bridge the pod's link joins
 	// MTU (sriov, "mtu"; 0 = absent) is the VF's MTU: on a node the SR-IOV operator's policy sets it on the
 	// VF, and SR-IOV CNI reports it in its result, which Multus copies into network-status "mtu".
 	MTU  int
@@ -120,15 +121,19 @@ type NADConfig struct {
 	Role string
 }
 
-// The sriov NAD type and the `none` stand-in for a network this plugin lists without a device.
+// The sriov NAD type, the bridge one (a veth on a node bridge, by the Debian bridge plugin, without
+// addresses: KubeVirt's bridge binding), and the `none` stand-in for a network this plugin lists without a
+// device.
 const (
-	typeSRIOV = "sriov"
-	typeNone  = "none"
+	typeSRIOV  = "sriov"
+	typeBridge = "bridge"
+	typeNone   = "none"
 )
 
 type nadPluginJSON struct {
 	Type     string          `json:"type"`
 	DeviceID string          `json:"deviceID"`
+	Bridge   string          `json:"bridge"`
 	MTU      int             `json:"mtu"`
 	IPAM     json.RawMessage `json:"ipam"`
 	Role     string          `json:"role"`
@@ -151,7 +156,7 @@ func parseNADConfig(ns, name, config string) (NADConfig, error) {
 	if len(top.Plugins) > 0 {
 		p = top.Plugins[0]
 	}
-	c := NADConfig{Name: top.Name, Type: p.Type, DeviceID: p.DeviceID, Role: p.Role, MTU: p.MTU}
+	c := NADConfig{Name: top.Name, Type: p.Type, DeviceID: p.DeviceID, Bridge: p.Bridge, Role: p.Role, MTU: p.MTU}
 	if c.Name == "" {
 		c.Name = name
 	}
@@ -166,6 +171,14 @@ func parseNADConfig(ns, name, config string) (NADConfig, error) {
 	if c.Type == typeSRIOV {
 		if _, err := netval.ParsePCIAddress(c.DeviceID); err != nil {
 			return NADConfig{}, fail(fmt.Errorf("deviceID: %w", err))
+		}
+	}
+	if c.Type == typeBridge {
+		if err := checkIfName(c.Bridge); err != nil {
+			return NADConfig{}, fail(fmt.Errorf("bridge: %w", err))
+		}
+		if c.IPAM != nil {
+			return NADConfig{}, fail(errors.New("ipam: a bridge network here is layer 2 only (KubeVirt's bridge binding)"))
 		}
 	}
 	if c.MTU != 0 && (c.MTU < 68 || c.MTU > 65535) {

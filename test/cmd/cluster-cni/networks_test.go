@@ -95,6 +95,13 @@ func TestParseNADConfig(t *testing.T) {
 			config: `{"cniVersion":"1.0.0","name":"l2net","type":"sriov","deviceID":"0000:65:00.2","mtu":1400}`,
 			want:   NADConfig{Name: "l2net", Type: "sriov", DeviceID: "0000:65:00.2", MTU: 1400},
 		},
+		{
+			name:   "bridge, layer 2 with an mtu",
+			config: `{"cniVersion":"1.0.0","name":"br","type":"bridge","bridge":"br-hot","mtu":1450}`,
+			want:   NADConfig{Name: "br", Type: "bridge", Bridge: "br-hot", MTU: 1450},
+		},
+		{name: "bridge without a bridge", config: `{"type":"bridge"}`, wantErr: "bridge: "},
+		{name: "bridge with ipam", config: `{"type":"bridge","bridge":"br0","ipam":{"type":"host-local"}}`, wantErr: "layer 2 only"},
 		{name: "none, no name", config: `{"type":"none","ipam":{}}`, want: NADConfig{Name: "nad1", Type: "none"}},
 		{name: "mtu too small", config: `{"type":"sriov","deviceID":"0000:65:00.2","mtu":67}`, wantErr: "mtu 67 is outside 68-65535"},
 		{name: "mtu too large", config: `{"type":"sriov","deviceID":"0000:65:00.2","mtu":65536}`, wantErr: "mtu 65536"},
@@ -116,6 +123,7 @@ func TestParseNADConfig(t *testing.T) {
 			assert.Equal(t, tt.want.Name, got.Name)
 			assert.Equal(t, tt.want.Type, got.Type)
 			assert.Equal(t, tt.want.DeviceID, got.DeviceID)
+			assert.Equal(t, tt.want.Bridge, got.Bridge)
 			assert.Equal(t, tt.want.Role, got.Role)
 			assert.Equal(t, tt.want.MTU, got.MTU)
 			assert.Equal(t, string(tt.want.IPAM), string(got.IPAM))

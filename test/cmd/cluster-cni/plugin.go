@@ -124,38 +124,8 @@ func (p *Plugin) setUp(ctx context.Context, st *State, plans []Attachment, podNS
 	}
 	var atts []Attachment
 	for _, a := range plans {
-		key := a.Selection.Namespace + "/" + a.Selection.Name
-		if a.NAD.Type == typeSRIOV {
-			as := AttachmentState{Network: key, PodIface: a.PodIface, Tap: tapName(a.PodIface)}
-			st.Attachments = append(st.Attachments, as)
-			if err := saveState(p.Conf, st); err != nil {
-				return nil, err
-			}
-			if a.MAC, err = createTap(p.Env.Netns, as.Tap, a.Selection.MacRequest, a.NAD.MTU); err != nil {
-				return nil, fmt.Errorf("network %s: %w", key, err)
-			}
-			if a.NAD.IPAM != nil {
-				conf, plugin, err := ipamConf(p.Conf, a.NAD)
-				if err != nil {
-					return nil, withCode(codePodNetworks, fmt.Errorf("network %s: %w", key, err))
-				}
-				last := &st.Attachments[len(st.Attachments)-1]
-				last.IPAM = &DelegateState{Plugin: plugin, IfName: a.PodIface, Conf: conf}
-				if err := saveState(p.Conf, st); err != nil {
-					return nil, err
-				}
-				ipamOut, err := delegate(ctx, p.Conf, p.Env, "ADD", plugin, a.PodIface, conf)
-				if err != nil {
-					return nil, fmt.Errorf("network %s: %w", key, err)
-				}
-				last.IPAM.Result = ipamOut
-				if err := saveState(p.Conf, st); err != nil {
-					return nil, err
-				}
-				if a.Result, err = parseResult(plugin, ipamOut); err != nil {
-					return nil, fmt.Errorf("network %s: %w", key, err)
-				}
-			}
+		if err := p.attach(ctx, st, &a); err != nil {
+			return nil, err
 		}
 		atts = append(atts, a)
 	}
@@ -174,6 +144,85 @@ func (p *Plugin) setUp(ctx context.Context, st *State, plans []Attachment, podNS
 		return nil, err
 	}
 	return out, nil
+}
+
+// attach sets up one secondary network in the pod's netns, recording each step in st, and fills in a's MAC
+// and (with IPAM) its result: a sriov network gets a TAP standing in for the VF and its IPAM's addresses, a
+// bridge network a veth from the bridge plugin, a `none` network nothing.
+func (p *Plugin) attach(ctx context.Context, st *State, a *Attachment) error {
+	key := a.Selection.Namespace + "/" + a.Selection.Name
+	switch a.NAD.Type {
+	case typeBridge:
+		conf, err := secondaryBridgeConf(a.NAD)
+		if err != nil {
+			return err
+		}
+		st.Attachments = append(st.Attachments, AttachmentState{Network: key, PodIface: a.PodIface,
+			Link: &DelegateState{Plugin: "bridge", IfName: a.PodIface, Conf: conf}})
+		if err := saveState(p.Conf, st); err != nil {
+			return err
+		}
+		out, err := delegate(ctx, p.Conf, p.Env, "ADD", "bridge", a.PodIface, conf)
+		if err != nil {
+			return fmt.Errorf("network %s: %w", key, err)
+		}
+		last := &st.Attachments[len(st.Attachments)-1]
+		last.Link.Result = out
+		if err := saveState(p.Conf, st); err != nil {
+			return err
+		}
+		if a.MAC, err = sandboxMAC(out, a.PodIface); err != nil {
+			return fmt.Errorf("network %s: %w", key, err)
+		}
+	case typeSRIOV:
+		as := AttachmentState{Network: key, PodIface: a.PodIface, Tap: tapName(a.PodIface)}
+		st.Attachments = append(st.Attachments, as)
+		if err := saveState(p.Conf, st); err != nil {
+			return err
+		}
+		var err error
+		if a.MAC, err = createTap(p.Env.Netns, as.Tap, a.Selection.MacRequest, a.NAD.MTU); err != nil {
+			return fmt.Errorf("network %s: %w", key, err)
+		}
+		if a.NAD.IPAM == nil {
+			return nil
+		}
+		conf, plugin, err := ipamConf(p.Conf, a.NAD)
+		if err != nil {
+			return withCode(codePodNetworks, fmt.Errorf("network %s: %w", key, err))
+		}
+		last := &st.Attachments[len(st.Attachments)-1]
+		last.IPAM = &DelegateState{Plugin: plugin, IfName: a.PodIface, Conf: conf}
+		if err := saveState(p.Conf, st); err != nil {
+			return err
+		}
+		ipamOut, err := delegate(ctx, p.Conf, p.Env, "ADD", plugin, a.PodIface, conf)
+		if err != nil {
+			return fmt.Errorf("network %s: %w", key, err)
+		}
+		last.IPAM.Result = ipamOut
+		if err := saveState(p.Conf, st); err != nil {
+			return err
+		}
+		if a.Result, err = parseResult(plugin, ipamOut); err != nil {
+			return fmt.Errorf("network %s: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// sandboxMAC is the MAC of the interface ifname in the pod's netns, from a bridge plugin result.
+func sandboxMAC(out []byte, ifname string) (string, error) {
+	res, err := parseResult("bridge", out)
+	if err != nil {
+		return "", err
+	}
+	for _, ifc := range res.Interfaces {
+		if ifc.Sandbox != "" && ifc.Name == ifname {
+			return ifc.Mac, nil
+		}
+	}
+	return "", fmt.Errorf("bridge result has no sandbox interface %s", ifname)
 }
 
 // Del undoes what ADD recorded; what is already gone is success. Without a record (ADD never ran, or a
@@ -212,6 +261,11 @@ func (p *Plugin) teardown(ctx context.Context, st *State) error {
 		}
 		if a.Tap != "" {
 			if err := deleteTap(p.Env.Netns, a.Tap); err != nil {
+				errs = append(errs, fmt.Errorf("network %s: %w", a.Network, err))
+			}
+		}
+		if a.Link != nil {
+			if _, err := delegate(ctx, p.Conf, p.Env, "DEL", a.Link.Plugin, a.Link.IfName, a.Link.Conf); err != nil && len(a.Link.Result) > 0 {
 				errs = append(errs, fmt.Errorf("network %s: %w", a.Network, err))
 			}
 		}
@@ -264,6 +318,15 @@ func (p *Plugin) Check(ctx context.Context) error {
 				return withCode(codeDevice, fmt.Errorf("network %s: TAP %s is owned by %d:%d, not %d:%d", a.Network, a.Tap, tap.Owner, tap.Group, qemuID, qemuID))
 			}
 		}
+		if a.Link != nil && len(a.Link.Result) > 0 {
+			conf, err := withPrevResult(a.Link.Conf, a.Link.Result)
+			if err != nil {
+				return err
+			}
+			if _, err := delegate(ctx, p.Conf, p.Env, "CHECK", a.Link.Plugin, a.Link.IfName, conf); err != nil {
+				return fmt.Errorf("network %s: %w", a.Network, err)
+			}
+		}
 		if a.IPAM != nil && len(a.IPAM.Result) > 0 {
 			conf, err := withPrevResult(a.IPAM.Conf, a.IPAM.Result)
 			if err != nil {
@@ -301,6 +364,20 @@ func bridgeConf(c *Config) ([]byte, error) {
 	b, err := json.Marshal(conf)
 	if err != nil {
 		return nil, withCode(codeInternal, fmt.Errorf("marshal bridge config: %w", err))
+	}
+	return b, nil
+}
+
+// secondaryBridgeConf is the delegate config of a bridge network: the Debian bridge plugin puts a veth named
+// as Multus names the pod's interface on the NAD's bridge, with the NAD's MTU and no addresses.
+func secondaryBridgeConf(nad NADConfig) ([]byte, error) {
+	conf := map[string]any{"cniVersion": cniVersion, "name": nad.Name, "type": "bridge", "bridge": nad.Bridge, "ipam": map[string]any{}}
+	if nad.MTU != 0 {
+		conf["mtu"] = nad.MTU
+	}
+	b, err := json.Marshal(conf)
+	if err != nil {
+		return nil, withCode(codeInternal, fmt.Errorf("marshal bridge config of %s: %w", netval.Quote(nad.Name), err))
 	}
 	return b, nil
 }

@@ -30,11 +30,13 @@ type DelegateState struct {
 	Result json.RawMessage `json:"result,omitempty"`
 }
 
-// AttachmentState is one secondary network: its TAP ("" when none) and its IPAM call (nil when none).
+// AttachmentState is one secondary network: its TAP ("" when none), the delegate call that made its link (a
+// bridge network's veth; nil when none) and its IPAM call (nil when none).
 type AttachmentState struct {
 	Network  string         `json:"network"`
 	PodIface string         `json:"podIface"`
 	Tap      string         `json:"tap,omitempty"`
+	Link     *DelegateState `json:"link,omitempty"`
 	IPAM     *DelegateState `json:"ipam,omitempty"`
 }
 
