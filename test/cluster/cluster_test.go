@@ -158,7 +158,7 @@ func keptCR(ctx context.Context, node *Node) error {
 	if len(fields) < 7 || fields[6] == "" {
 		return fmt.Errorf("KubeVirt CR: no last applied configuration, so not made as the test means: %q", out)
 	}
-	if got, want := strings.Join(fields[:6], " "), `true ["ReservedOverheadMemlock"] 1 `+SidecarImage+" "+VFStandInImage+" "+sidecarMemoryLimit; got != want {
+	if got, want := strings.Join(fields[:6], " "), `true ["ReservedOverheadMemlock","HostDisk"] 1 `+SidecarImage+" "+VFStandInImage+" "+sidecarMemoryLimit; got != want {
 		return fmt.Errorf("KubeVirt CR after registering the binding: useEmulation, featureGates, infra replicas, sidecar images, sidecar memory limit %q, want %q", got, want)
 	}
 	return nil

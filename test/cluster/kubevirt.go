@@ -342,8 +342,9 @@ spec:
   configuration:
     developerConfiguration:
       useEmulation: true
-      # docs/install.md step 1: VFIO needs the memlock overhead KubeVirt reserves with this gate.
-      featureGates: [ReservedOverheadMemlock]
+      # docs/install.md step 1: VFIO needs the memlock overhead KubeVirt reserves with this gate. HostDisk: the
+      # VM whose restart boots the same root again keeps it on the node (vm_test.go persistentRoot).
+      featureGates: [ReservedOverheadMemlock, HostDisk]
     # docs/operations.md: every hook sidecar's container gets these (pkg/virt-controller/services/renderresources.go).
     supportContainerResources:
     - type: sidecar

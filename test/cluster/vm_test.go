@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -19,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/sriov-udn-binding/sriov-udn-binding/test/guest"
@@ -42,8 +45,15 @@ const (
 const standinAliasLabel = "cluster.sriov-udn.test/vf-standin-alias"
 
 // guestVMYAML is the VM named name; resolvConf is the host-local resolvConf path (a file the test writes).
-// statusAlias labels its VMI with standinAliasLabel=kubevirt.
-func guestVMYAML(resolvConf, name string, statusAlias bool) string {
+// statusAlias labels its VMI with standinAliasLabel=kubevirt. Its root is the containerDisk (every start a first
+// boot), or, with rootDisk set, that raw image on the node as a hostDisk (KubeVirt's HostDisk gate): a restart
+// boots the same root again. The hostDisk says it is shared, as a path on shared storage would be: otherwise
+// KubeVirt refuses to migrate the VM for its disk (pkg/virt-handler/vm.go), before our binding is considered.
+func guestVMYAML(resolvConf, name string, statusAlias bool, rootDisk string) string {
+	root := fmt.Sprintf(`{name: root, containerDisk: {image: "%s", imagePullPolicy: IfNotPresent}}`, GuestDiskImage)
+	if rootDisk != "" {
+		root = fmt.Sprintf(`{name: root, hostDisk: {path: "%s", type: Disk, shared: true}}`, rootDisk)
+	}
 	labels := "{}"
 	if statusAlias {
 		labels = "{" + standinAliasLabel + ": kubevirt}"
@@ -93,10 +103,10 @@ spec:
       - {name: udn-vf, multus: {networkName: %[1]s}}
       - {name: standin, multus: {networkName: standin-none}}
       volumes:
-      - {name: root, containerDisk: {image: "%[10]s", imagePullPolicy: IfNotPresent}}
+      - %[10]s
       - {name: cloudinit, cloudInitNoCloud: {userData: "#cloud-config\n"}}
 `, guestNAD, resolvConf, name, guest.ClusterKernelArgs, GuestKernelImage, GuestKernelPath, GuestInitrdPath,
-		guestPodMAC, guestVFMAC, GuestDiskImage, labels)
+		guestPodMAC, guestVFMAC, root, labels)
 }
 
 // plainGuestVMI is the same guest with the pod NIC only.
@@ -338,21 +348,36 @@ func checkGuestNetwork(t *testing.T, run *guestRun) {
 	assert.ElementsMatch(t, run.net.Nameservers, guest.UnitValues(unit, "DNS"), "guest: networkd's DNS= against network-status's nameservers\n%s", unit)
 }
 
-// checkGuestMTUAndSearch asserts the VF's MTU (the report's `ip -j addr`) and the search domains of networkd's
-// unit for it (Domains=) against network-status.
-func checkGuestMTUAndSearch(t *testing.T, run *guestRun) {
+// checkGuestMTUAndResolver asserts the VF's MTU (the report's `ip -j addr`) against network-status, and its
+// nameservers and search domains as the guest's resolver holds them: systemd-resolved's per-link servers and
+// domains (resolvectl, which networkd hands them to), and the search line of /etc/resolv.conf, which the C
+// library reads.
+func checkGuestMTUAndResolver(ctx context.Context, t *testing.T, e *env, run *guestRun) {
 	t.Helper()
 	require.NotZero(t, run.net.MTU, "cluster (CNI stand-in): network-status gives the VF network an mtu")
 	link, _ := run.report.LinkByMAC(guestVFMAC)
 	assert.Equal(t, run.net.MTU, link.MTU, "guest: %s's MTU against network-status's\n%s", link.Name, run.report)
 	require.NotEmpty(t, run.net.Search, "cluster: network-status gives the VF network search domains")
-	_, unit, ok := run.report.NetworkdUnitFor(guestVFMAC)
-	require.True(t, ok, "guest: a networkd unit for the VF\n%s", run.report)
-	var domains []string
-	for _, v := range guest.UnitValues(unit, "Domains") {
-		domains = append(domains, strings.Fields(v)...)
+	require.NotEmpty(t, run.net.Nameservers, "cluster: network-status gives the VF network nameservers")
+	perLink := func(what string) []string {
+		out, err := guestOutput(ctx, e, run, "resolvectl "+what+" "+run.vfDev)
+		require.NoError(t, err)
+		// "Link 3 (enp2s0): 192.168.60.53 fd60::53"
+		_, values, ok := strings.Cut(out, "):")
+		require.True(t, ok, "guest: resolvectl %s %s: %q", what, run.vfDev, out)
+		return strings.Fields(values)
 	}
-	assert.ElementsMatch(t, run.net.Search, domains, "guest: networkd's Domains= against network-status's search\n%s", unit)
+	assert.ElementsMatch(t, run.net.Nameservers, perLink("dns"), "guest: the resolver's nameservers of %s against network-status's", run.vfDev)
+	assert.ElementsMatch(t, run.net.Search, perLink("domain"), "guest: the resolver's search domains of %s against network-status's", run.vfDev)
+	conf, err := guestOutput(ctx, e, run, "cat /etc/resolv.conf")
+	require.NoError(t, err)
+	var search []string
+	for _, line := range strings.Split(conf, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == "search" {
+			search = append(search, f[1:]...)
+		}
+	}
+	assert.Subset(t, search, run.net.Search, "guest: /etc/resolv.conf's search line holds network-status's search domains\n%s", conf)
 }
 
 // guestExec runs a shell command in the guest through QEMU's guest agent (guest-exec, from the compute
@@ -428,19 +453,103 @@ const libvirtURI = "qemu+unix:///session?socket=/var/run/libvirt/virtqemud-sock"
 // vmi.status.interfaces says that the agent's report of the flap has reached the status.
 const flapMark = "flapmark"
 
-// flap makes the guest drop the VF's IPv4 and global IPv6 (only its link-local address stays, the seed's
-// flap) and add flapMark; unflap restores the VF (networkd configures it again) and removes flapMark. Each then
-// restarts the guest agent, from a unit of its own (the agent's restart would stop a child of its own): virt-launcher
-// polls the agent's interfaces at once when it connects, then 10 s later, doubling up to 120 s
-// (pkg/virt-launcher/virtwrap/agent-poller), so the change reaches the status in seconds, not minutes.
-func flap(ctx context.Context, e *env, run *guestRun) error {
-	return guestExec(ctx, e, run, fmt.Sprintf("ip -4 addr flush dev %[1]s; ip -6 addr flush dev %[1]s scope global; "+
+// flapKind is how the guest flaps the VF: linkLocalOnly drops its IPv4 and global IPv6 (only its link-local
+// address stays, the seed's flap); noAddress drops every address, the link-local one too.
+type flapKind string
+
+const (
+	linkLocalOnly flapKind = "link-local only"
+	noAddress     flapKind = "no address"
+)
+
+// flap makes the guest flap the VF as kind says and add flapMark; unflap restores the VF (networkd configures
+// it again) and removes flapMark. Each then restarts the guest agent, from a unit of its own (the agent's restart
+// would stop a child of its own): virt-launcher polls the agent's interfaces at once when it connects, then 10 s
+// later, doubling up to 120 s (pkg/virt-launcher/virtwrap/agent-poller), so the change reaches the status in
+// seconds, not minutes.
+func flap(ctx context.Context, e *env, run *guestRun, kind flapKind) error {
+	scope := " scope global"
+	if kind == noAddress {
+		scope = ""
+	}
+	return guestExec(ctx, e, run, fmt.Sprintf("ip -4 addr flush dev %[1]s; ip -6 addr flush dev %[1]s%[4]s; "+
 		"ip link add %[2]s type dummy || ip link add %[2]s type veth peer name %[2]s-p; ip link set %[2]s up; %[3]s",
-		run.vfDev, flapMark, restartAgent(2)))
+		run.vfDev, flapMark, restartAgent(2), scope))
 }
 
 func unflap(ctx context.Context, e *env, run *guestRun) error {
-	return guestExec(ctx, e, run, fmt.Sprintf("ip link del %s; systemctl restart systemd-networkd; %s", flapMark, restartAgent(5)))
+	// The link goes down and up first: the kernel gives it its link-local address again only then. The agent
+	// restarts once networkd has configured the link again, so that a flap after the agent's report is not undone
+	// by networkd's configuration still under way.
+	return guestExec(ctx, e, run, fmt.Sprintf("ip link del %[1]s; ip link set %[2]s down; ip link set %[2]s up; systemctl restart systemd-networkd; "+
+		"/lib/systemd/systemd-networkd-wait-online -i %[2]s --timeout=60; %[3]s", flapMark, run.vfDev, restartAgent(5)))
+}
+
+// guestVF reads the VF's link in the guest now (`ip -j addr` through the guest agent).
+func guestVF(ctx context.Context, e *env, run *guestRun) (guest.Link, error) {
+	out, err := guestOutput(ctx, e, run, "ip -j addr show dev "+run.vfDev)
+	if err != nil {
+		return guest.Link{}, err
+	}
+	links, err := guest.ParseLinks([]byte(out))
+	if err != nil {
+		return guest.Link{}, fmt.Errorf("guest: %w", err)
+	}
+	if len(links) != 1 {
+		return guest.Link{}, fmt.Errorf("guest: ip -j addr show dev %s: %d links", run.vfDev, len(links))
+	}
+	return links[0], nil
+}
+
+// checkGuestVF re-reads the guest's VF and asserts its addresses: flapped as kind says, or ("") configured with
+// the pod's addresses.
+func checkGuestVF(ctx context.Context, t *testing.T, e *env, run *guestRun, kind flapKind) {
+	t.Helper()
+	link, err := guestVF(ctx, e, run)
+	require.NoError(t, err)
+	var global, linkLocal []string
+	for _, a := range link.Addrs {
+		if a.Scope == "global" {
+			global = append(global, a.Prefix.String())
+		} else if a.Prefix.Addr().IsLinkLocalUnicast() {
+			linkLocal = append(linkLocal, a.Prefix.String())
+		}
+	}
+	switch kind {
+	case "":
+		var want []string
+		for _, p := range run.net.Prefixes {
+			want = append(want, p.String())
+		}
+		assert.ElementsMatch(t, want, global, "guest: %s configured: %+v", run.vfDev, link.Addrs)
+		assert.NotEmpty(t, linkLocal, "guest: %s configured has its link-local address: %+v", run.vfDev, link.Addrs)
+	case linkLocalOnly:
+		assert.Empty(t, global, "guest: %s flapped (%s): %+v", run.vfDev, kind, link.Addrs)
+		assert.NotEmpty(t, linkLocal, "guest: %s flapped (%s) keeps its link-local address: %+v", run.vfDev, kind, link.Addrs)
+	case noAddress:
+		assert.Empty(t, link.Addrs, "guest: %s flapped (%s): %+v", run.vfDev, kind, link.Addrs)
+	}
+}
+
+// reported is the watch's condition for the guest agent's report of a flap (flapped) or of its restore.
+func reported(flapped bool) func(*kubevirtv1.VirtualMachineInstance) error {
+	return func(vmi *kubevirtv1.VirtualMachineInstance) error {
+		if hasMark(vmi) != flapped {
+			return fmt.Errorf("the agent's report: %s in the status: %v", flapMark, hasMark(vmi))
+		}
+		return nil
+	}
+}
+
+// globalIPs are the status entry's IPs of one family without link-local ones.
+func globalIPs(st *kubevirtv1.VirtualMachineInstanceNetworkInterface, v4 bool) []string {
+	var out []string
+	for _, s := range ipsOf(st, v4) {
+		if a, _ := netip.ParseAddr(s); !a.IsLinkLocalUnicast() {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // restartAgent is the guest's command that restarts qemu-guest-agent after seconds, from a transient unit.
@@ -467,6 +576,7 @@ func TestVM_GuestStatusFlapMigrationRestart(t *testing.T) {
 	ctx := context.Background()
 	resolv := filepath.Join(e.node.Work, "udn-guest-resolv.conf")
 	require.NoError(t, os.WriteFile(resolv, []byte("nameserver 192.168.60.53\nnameserver fd60::53\nsearch udn.example\n"), 0o644))
+	rootDisk := persistentRoot(ctx, t, e)
 	// The same guest without the binding first (the pod NIC only): what the binding adds to a start is a ratio.
 	plain := plainGuestVMI()
 	t0 := time.Now()
@@ -480,7 +590,7 @@ func TestVM_GuestStatusFlapMigrationRestart(t *testing.T) {
 
 	t0 = time.Now()
 	require.NoError(t, e.node.waitFor(ctx, "KubeVirt: the VM accepted", 2*time.Minute, nil, func() error {
-		_, err := e.node.Kube().Run(ctx, []byte(guestVMYAML(resolv, guestVM, true)), "apply", "-f", "-")
+		_, err := e.node.Kube().Run(ctx, []byte(guestVMYAML(resolv, guestVM, true, rootDisk)), "apply", "-f", "-")
 		return err
 	}))
 	t.Cleanup(func() { _, _ = e.node.Kube().Run(ctx, nil, "delete", "vm", guestVM, "--wait=true", "--timeout=3m") })
@@ -491,7 +601,7 @@ func TestVM_GuestStatusFlapMigrationRestart(t *testing.T) {
 		run.toRunning.Seconds()/without.toRunning.Seconds(), run.toReport.Seconds()/without.toReport.Seconds())
 
 	t.Run("guest configured from the ISO", func(t *testing.T) { checkGuestNetwork(t, run) })
-	t.Run("the guest's MTU and search domains on the VF", func(t *testing.T) { checkGuestMTUAndSearch(t, run) })
+	t.Run("the guest's MTU and resolver on the VF", func(t *testing.T) { checkGuestMTUAndResolver(ctx, t, e, run) })
 
 	t.Run("our sidecar's memory in the real pod", func(t *testing.T) {
 		for _, cs := range run.pod.Status.ContainerStatuses {
@@ -529,96 +639,89 @@ func TestVM_GuestStatusFlapMigrationRestart(t *testing.T) {
 		}
 	}
 
-	t.Run("stock virt-handler: the guest agent's IPs, and the flap", func(t *testing.T) {
-		var last *kubevirtv1.VirtualMachineInstance
-		err := e.node.pollFor(ctx, "status: udn-vf with the guest agent's IPs", 5*time.Minute, 2*time.Second, nil, func() error {
-			vmi, err := vmiNow(ctx, e, guestVM)
-			if err != nil {
-				return err
-			}
-			last = vmi
-			st := statusOf(vmi, "udn-vf")
-			if st == nil || !strings.Contains(st.InfoSource, "guest-agent") || len(ipsOf(st, true)) == 0 {
+	// Every state of the VMI from here on, as the apiserver stores them: the flaps' statuses are read from it.
+	w := watchVMI(ctx, t, e, guestVM)
+	udnVF := func(vmi *kubevirtv1.VirtualMachineInstance) *kubevirtv1.VirtualMachineInstanceNetworkInterface {
+		return statusOf(vmi, "udn-vf")
+	}
+
+	t.Run("stock virt-handler: the guest agent's IPs, and both flaps", func(t *testing.T) {
+		vmi, _, err := w.until(ctx, 0, "status: udn-vf with the guest agent's IPs", 5*time.Minute, func(vmi *kubevirtv1.VirtualMachineInstance) error {
+			if st := udnVF(vmi); st == nil || !strings.Contains(st.InfoSource, "guest-agent") || len(ipsOf(st, true)) == 0 {
 				return fmt.Errorf("udn-vf: %+v", st)
 			}
 			return nil
 		})
 		require.NoError(t, err)
-		assert.Equal(t, v4, ipsOf(statusOf(last, "udn-vf"), true), "status: stock takes udn-vf's IPv4 from the guest agent")
-		require.NoError(t, flap(ctx, e, run))
-		err = e.node.pollFor(ctx, "status: the guest agent's report of the flap", 5*time.Minute, 2*time.Second, nil, func() error {
-			vmi, err := vmiNow(ctx, e, guestVM)
-			if err != nil {
-				return err
+		assert.Equal(t, v4, ipsOf(udnVF(vmi), true), "status: stock takes udn-vf's IPv4 from the guest agent")
+		for i, kind := range []flapKind{linkLocalOnly, noAddress} {
+			if i > 0 { // restore the guest first; stock takes the agent's IPs again
+				from := w.mark()
+				require.NoError(t, unflap(ctx, e, run))
+				vmi, _, err = w.until(ctx, from, "status: the guest agent's report of the restore", 5*time.Minute, func(vmi *kubevirtv1.VirtualMachineInstance) error {
+					if err := reported(false)(vmi); err != nil {
+						return err
+					}
+					if got := ipsOf(udnVF(vmi), true); !slices.Equal(got, v4) {
+						return fmt.Errorf("udn-vf's IPv4 %v", got)
+					}
+					return nil
+				})
+				require.NoError(t, err)
+				checkGuestVF(ctx, t, e, run, "")
 			}
-			last = vmi
-			if !hasMark(vmi) {
-				return fmt.Errorf("no %s entry yet", flapMark)
-			}
-			return nil
-		})
-		require.NoError(t, err)
-		st := statusOf(last, "udn-vf")
-		t.Logf("stock virt-handler, guest flapped: udn-vf %+v", st)
-		assert.Empty(t, ipsOf(st, true), "status: on stock KubeVirt the flap takes udn-vf's IPv4 away (the seed's bug)")
+			from := w.mark()
+			require.NoError(t, flap(ctx, e, run, kind))
+			vmi, _, err = w.until(ctx, from, "status: the guest agent's report of the flap ("+string(kind)+")", 5*time.Minute, reported(true))
+			require.NoError(t, err)
+			checkGuestVF(ctx, t, e, run, kind)
+			t.Logf("stock virt-handler, guest flapped (%s): udn-vf %+v", kind, udnVF(vmi))
+			assert.Empty(t, ipsOf(udnVF(vmi), true), "status: on stock KubeVirt the flap (%s) takes udn-vf's IPv4 away (the seed's bug)", kind)
+			assert.Empty(t, globalIPs(udnVF(vmi), false), "status: on stock KubeVirt the flap (%s) takes udn-vf's IPv6 away", kind)
+		}
 	})
 
-	t.Run("patched virt-handler: our cache entry, through the flap", func(t *testing.T) {
+	t.Run("patched virt-handler: our cache entry, through both flaps", func(t *testing.T) {
+		// The guest is still flapped (no address): once virt-handler with patches/kubevirt runs, the status must
+		// hold the cache's addresses while the agent reports none.
+		from := w.mark()
 		require.NoError(t, e.node.UseVirtHandler(ctx, VirtHandlerPatchedImage), "KubeVirt: virt-handler with patches/kubevirt")
 		t.Cleanup(func() {
 			assert.NoError(t, e.node.UseVirtHandler(ctx, VirtHandlerStockImage), "KubeVirt: back to the stock virt-handler")
 		})
-		// The guest is still flapped: the status must hold the cache's addresses while the agent reports none.
-		var last *kubevirtv1.VirtualMachineInstance
-		err := e.node.pollFor(ctx, "status: udn-vf with our cache's IPs beside the agent's report", 5*time.Minute, 2*time.Second, nil, func() error {
-			vmi, err := vmiNow(ctx, e, guestVM)
-			if err != nil {
-				return err
-			}
-			last = vmi
-			st := statusOf(vmi, "udn-vf")
-			if st == nil || !hasMark(vmi) || len(st.IPs) == 0 {
+		vmi, kept, err := w.until(ctx, from, "status: udn-vf with our cache's IPs beside the agent's report", 5*time.Minute, func(vmi *kubevirtv1.VirtualMachineInstance) error {
+			if st := udnVF(vmi); st == nil || !hasMark(vmi) || len(st.IPs) == 0 {
 				return fmt.Errorf("udn-vf: %+v, agent report in: %v", st, hasMark(vmi))
 			}
 			return nil
 		})
 		require.NoError(t, err)
-		st := statusOf(last, "udn-vf")
-		assert.Equal(t, v4, ipsOf(st, true), "status: udn-vf's IPv4 from our cache while the guest has none")
-		assert.Equal(t, v6, ipsOf(st, false), "status: udn-vf's IPv6 from our cache while the guest has only a link-local one")
-		// Across the guest's restore and a second flap: a bounded watch of every status the VMI goes through.
-		require.NoError(t, unflap(ctx, e, run))
-		seen, flapped := map[string]bool{}, false
-		var left error
-		err = e.node.pollFor(ctx, "status: the guest agent's reports of the restore and a second flap", 6*time.Minute, 2*time.Second, nil, func() error {
-			vmi, err := vmiNow(ctx, e, guestVM)
-			if err != nil {
-				return err
-			}
-			last = vmi
-			if !seen[vmi.ResourceVersion] {
-				seen[vmi.ResourceVersion] = true
-				if got := ipsOf(statusOf(vmi, "udn-vf"), true); !slices.Equal(got, v4) {
-					left = fmt.Errorf("status: udn-vf's IPv4 is %v at resourceVersion %s: %+v", got, vmi.ResourceVersion, statusOf(vmi, "udn-vf"))
-					return nil // ends the watch; reported below
-				}
-			}
-			switch {
-			case !flapped && !hasMark(vmi): // the agent reported the restore: flap again
-				if err := flap(ctx, e, run); err != nil {
-					return err
-				}
-				flapped = true
-				return fmt.Errorf("flapped again")
-			case flapped && hasMark(vmi):
-				return nil
-			}
-			return fmt.Errorf("waiting for the agent's report (flapped again: %v)", flapped)
-		})
-		require.NoError(t, left)
-		require.NoError(t, err, "%d VMI states seen", len(seen))
-		t.Logf("patched virt-handler: udn-vf kept %v through %d VMI states (guest restored, then flapped again)", v4, len(seen))
-		require.NoError(t, unflap(ctx, e, run))
+		checkGuestVF(ctx, t, e, run, noAddress)
+		assert.Equal(t, v4, ipsOf(udnVF(vmi), true), "status: udn-vf's IPv4 from our cache while the guest has no address")
+		assert.Equal(t, v6, globalIPs(udnVF(vmi), false), "status: udn-vf's IPv6 from our cache while the guest has no address")
+		// The guest restored, flapped the other way, restored again: every state the watch recorded from the
+		// first with the cache's IPs on keeps them.
+		for _, step := range []struct {
+			kind flapKind // "": restore
+			do   func() error
+		}{
+			{"", func() error { return unflap(ctx, e, run) }},
+			{linkLocalOnly, func() error { return flap(ctx, e, run, linkLocalOnly) }},
+			{"", func() error { return unflap(ctx, e, run) }},
+		} {
+			from := w.mark()
+			require.NoError(t, step.do())
+			_, _, err := w.until(ctx, from, fmt.Sprintf("status: the guest agent's report (flapped: %q)", step.kind), 5*time.Minute, reported(step.kind != ""))
+			require.NoError(t, err)
+			checkGuestVF(ctx, t, e, run, step.kind)
+		}
+		states := w.since(kept)
+		for _, vmi := range states {
+			st := udnVF(vmi)
+			assert.Equal(t, v4, ipsOf(st, true), "status: udn-vf's IPv4 at resourceVersion %s: %+v", vmi.ResourceVersion, st)
+			assert.Subset(t, globalIPs(st, false), v6, "status: udn-vf's IPv6 at resourceVersion %s: %+v", vmi.ResourceVersion, st)
+		}
+		t.Logf("patched virt-handler: udn-vf kept %v %v through every one of %d VMI states (no address, restored, link-local only, restored)", v4, v6, len(states))
 	})
 
 	t.Run("migration refused, the VM still running with its NIC", func(t *testing.T) {
@@ -632,15 +735,134 @@ func TestVM_GuestStatusFlapMigrationRestart(t *testing.T) {
 		assert.Nil(t, vmi.Status.MigrationState, "KubeVirt: no migration started")
 	})
 
-	t.Run("restart onto a new pod with new addresses", func(t *testing.T) {
+	t.Run("migration without our policy: KubeVirt's own outcome, the VF network kept", func(t *testing.T) {
+		withoutMigrationPolicy(ctx, t, e)
+		// KubeVirt gives the target pod a required anti-affinity to the source's node, so on one node it stays
+		// Unschedulable; the annotation shortens KubeVirt's wait for it from 300 s
+		// (pkg/virt-controller/watch/migration/migration.go, MigrationUnschedulablePodTimeoutSecondsAnnotation).
+		vmim := fmt.Sprintf(`apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstanceMigration
+metadata: {name: mig-guest-nopolicy, namespace: default, annotations: {kubevirt.io/migrationUnschedulablePodTimeoutSeconds: "20"}}
+spec: {vmiName: %s}
+`, guestVM)
+		t.Cleanup(func() {
+			_, _ = e.node.Kube().Run(ctx, nil, "delete", "vmim", "mig-guest-nopolicy", "--ignore-not-found")
+		})
+		// The apiserver drops a deleted policy binding from its cache within seconds: until then it refuses.
+		require.NoError(t, e.node.pollFor(ctx, "KubeVirt: the migration admitted without our policy", time.Minute, time.Second, nil, func() error {
+			_, err := e.node.Kube().Run(ctx, []byte(vmim), "create", "-f", "-")
+			return err
+		}))
+		var mig kubevirtv1.VirtualMachineInstanceMigration
+		require.NoError(t, e.node.pollFor(ctx, "KubeVirt: the migration ends", 5*time.Minute, 2*time.Second, nil, func() error {
+			if err := e.node.Kube().GetJSON(ctx, &mig, "vmim", "mig-guest-nopolicy"); err != nil {
+				return err
+			}
+			if !mig.IsFinal() {
+				return fmt.Errorf("phase %q", mig.Status.Phase)
+			}
+			return nil
+		}))
+		events, err := e.client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=VirtualMachineInstanceMigration,involvedObject.name=mig-guest-nopolicy"})
+		require.NoError(t, err)
+		var reasons []string
+		for _, ev := range events.Items {
+			reasons = append(reasons, ev.Reason+": "+ev.Message)
+		}
+		t.Logf("KubeVirt ended the migration %s: %v", mig.Status.Phase, reasons)
+		assert.Equal(t, kubevirtv1.MigrationFailed, mig.Status.Phase, "KubeVirt: the migration's outcome on one node")
+		assert.Contains(t, reasons, fmt.Sprintf("migrationTargetPodUnschedulable: Migration target pod for VMI [default/%s] is currently unschedulable.", guestVM), "KubeVirt: the migration's events")
+		assert.Contains(t, reasons, "FailedMigration: Migration target pod was removed during active migration.", "KubeVirt: the migration's events")
+		vmi, err := vmiNow(ctx, e, guestVM)
+		require.NoError(t, err)
+		// What our policy is there for: KubeVirt itself finds nothing against migrating the VM (it checks only the
+		// pod network's interface), so on a second node the VF would be migrated away and not come back.
+		for _, c := range vmi.Status.Conditions {
+			if c.Type == kubevirtv1.VirtualMachineInstanceIsMigratable {
+				assert.Equal(t, corev1.ConditionTrue, c.Status, "KubeVirt: LiveMigratable (%s: %s)", c.Reason, c.Message)
+			}
+		}
+		assert.Equal(t, kubevirtv1.Running, vmi.Status.Phase)
+		assert.Equal(t, run.vmi.UID, vmi.UID, "KubeVirt: the same VMI")
+		assert.Equal(t, []types.UID{run.pod.UID}, slices.Collect(maps.Keys(vmi.Status.ActivePods)), "KubeVirt: the VMI's pods, the target's gone")
+		checkGuestVF(ctx, t, e, run, "")
+	})
+
+	t.Run("restart on the same root onto a new pod with new addresses", func(t *testing.T) {
 		old := run
+		// A mark on the root, written through before the VMI goes: the second boot must find it.
+		mark := string(old.vmi.UID)
+		require.NoError(t, guestExec(ctx, e, old, "echo "+mark+" >/var/lib/udn-first-run && sync"))
+		require.NoError(t, e.node.pollFor(ctx, "guest: the mark on the root", time.Minute, time.Second, nil, func() error {
+			got, err := guestOutput(ctx, e, old, "cat /var/lib/udn-first-run")
+			if err == nil && strings.TrimSpace(got) != mark {
+				err = fmt.Errorf("mark %q", got)
+			}
+			return err
+		}))
 		_, err := e.node.Kube().Run(ctx, nil, "delete", "vmi", guestVM, "--wait=true", "--timeout=3m")
 		require.NoError(t, err, "KubeVirt: delete the VMI")
 		run = awaitGuest(ctx, t, e, guestVM, string(old.vmi.UID), time.Now(), true)
 		assert.NotEqual(t, old.pod.UID, run.pod.UID)
+		got, err := guestOutput(ctx, e, run, "cat /var/lib/udn-first-run")
+		require.NoError(t, err, "guest: the first run's mark on the root")
+		assert.Equal(t, mark, strings.TrimSpace(got), "guest: the second boot is on the first one's root")
 		for _, p := range run.net.Prefixes {
 			assert.NotContains(t, old.net.Prefixes, p, "cluster: the new pod got new addresses")
 		}
 		checkGuestNetwork(t, run)
 	})
+}
+
+// migrationPolicyBinding is the binding of manifests/policy/migration-policy.yaml's policy that refuses a
+// migration of a VMI with our binding.
+const migrationPolicyBinding = "sriov-udn-binding-migration.kubevirt.io"
+
+// withoutMigrationPolicy deletes the binding of our migration policy until the test ends; then it creates it
+// again as it was and waits until the apiserver refuses a migration of the VM again (a server-side dry run).
+func withoutMigrationPolicy(ctx context.Context, t *testing.T, e *env) {
+	t.Helper()
+	var saved map[string]any
+	require.NoError(t, e.node.Kube().GetJSON(ctx, &saved, "validatingadmissionpolicybinding", migrationPolicyBinding), "cluster: our migration policy's binding")
+	meta, _ := saved["metadata"].(map[string]any)
+	for _, k := range []string{"resourceVersion", "uid", "creationTimestamp", "managedFields", "generation"} {
+		delete(meta, k)
+	}
+	delete(saved, "status")
+	again, err := json.Marshal(saved)
+	require.NoError(t, err)
+	_, err = e.node.Kube().Run(ctx, nil, "delete", "validatingadmissionpolicybinding", migrationPolicyBinding)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, err := e.node.Kube().Run(ctx, again, "create", "-f", "-")
+		require.NoError(t, err, "cluster: our migration policy's binding again")
+		vmim := fmt.Sprintf("apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstanceMigration\nmetadata: {name: mig-dry-run, namespace: default}\nspec: {vmiName: %s}\n", guestVM)
+		assert.NoError(t, e.node.pollFor(ctx, "the apiserver: our migration policy in force again", time.Minute, time.Second, nil, func() error {
+			_, err := e.node.Kube().Run(ctx, []byte(vmim), "create", "--dry-run=server", "-f", "-")
+			if err == nil {
+				return errors.New("a migration of our VM admitted")
+			}
+			if !strings.Contains(err.Error(), "has interfaces that use the sriov-udn binding") {
+				return err
+			}
+			return nil
+		}))
+	})
+}
+
+// persistentRoot copies the guest image's raw root (test/guest's cache) into the node's work dir, owned by qemu
+// (uid 107, as virt-launcher runs it), and returns its path: the hostDisk the VM's restart boots again.
+func persistentRoot(ctx context.Context, t *testing.T, e *env) string {
+	t.Helper()
+	img, _, err := guest.EnsureImage(ctx, guestCacheDir(), guest.ClusterImageSpec(), t.Logf)
+	require.NoError(t, err, "cluster: the guest image")
+	dir := filepath.Join(e.node.Work, "disks", guestVM)
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	disk := filepath.Join(dir, "disk.img")
+	out, err := exec.CommandContext(ctx, "cp", "--sparse=always", img.Root, disk).CombinedOutput()
+	require.NoError(t, err, "cluster: copy the guest's root: %s", out)
+	require.NoError(t, os.Chown(disk, 107, 107))
+	require.NoError(t, os.Chmod(disk, 0o660))
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return disk
 }

@@ -92,6 +92,39 @@ type ipRouteJSON struct {
 	Protocol string `json:"protocol"`
 }
 
+// ParseLinks reads the guest's links from `ip -j addr`'s output.
+func ParseLinks(ipJSON []byte) ([]Link, error) {
+	var links []ipAddrJSON
+	if err := json.Unmarshal(ipJSON, &links); err != nil {
+		return nil, fmt.Errorf("ip -j addr: %w", err)
+	}
+	out, err := linksOf(links)
+	if err != nil {
+		return nil, fmt.Errorf("ip -j addr: %w", err)
+	}
+	return out, nil
+}
+
+func linksOf(links []ipAddrJSON) ([]Link, error) {
+	var out []Link
+	for _, l := range links {
+		link := Link{Name: l.IfName, MAC: strings.ToLower(l.Address), OperState: l.OperState, MTU: l.MTU}
+		for _, a := range l.AddrInfo {
+			addr, err := netip.ParseAddr(a.Local)
+			if err != nil {
+				return nil, fmt.Errorf("link %s: address %q: %w", l.IfName, a.Local, err)
+			}
+			p, err := addr.Prefix(a.PrefixLen)
+			if err != nil {
+				return nil, fmt.Errorf("link %s: prefix %s/%d: %w", l.IfName, a.Local, a.PrefixLen, err)
+			}
+			link.Addrs = append(link.Addrs, Addr{Prefix: netip.PrefixFrom(addr, p.Bits()), Scope: a.Scope, Dynamic: a.Dynamic, Tentative: a.Tentative})
+		}
+		out = append(out, link)
+	}
+	return out, nil
+}
+
 // ParseReport reads the guest report out of serial output. Carriage returns (the guest tty's
 // ONLCR) are ignored; text outside the report markers is ignored.
 func ParseReport(serial string) (*Report, error) {
@@ -105,20 +138,8 @@ func ParseReport(serial string) (*Report, error) {
 	if err := unmarshalSection(sections, "addr", &links); err != nil {
 		return nil, err
 	}
-	for _, l := range links {
-		link := Link{Name: l.IfName, MAC: strings.ToLower(l.Address), OperState: l.OperState, MTU: l.MTU}
-		for _, a := range l.AddrInfo {
-			addr, err := netip.ParseAddr(a.Local)
-			if err != nil {
-				return nil, fmt.Errorf("report section addr: link %s: address %q: %w", l.IfName, a.Local, err)
-			}
-			p, err := addr.Prefix(a.PrefixLen)
-			if err != nil {
-				return nil, fmt.Errorf("report section addr: link %s: prefix %s/%d: %w", l.IfName, a.Local, a.PrefixLen, err)
-			}
-			link.Addrs = append(link.Addrs, Addr{Prefix: netip.PrefixFrom(addr, p.Bits()), Scope: a.Scope, Dynamic: a.Dynamic, Tentative: a.Tentative})
-		}
-		r.Links = append(r.Links, link)
+	if r.Links, err = linksOf(links); err != nil {
+		return nil, fmt.Errorf("report section addr: %w", err)
 	}
 
 	for _, fam := range []struct {

@@ -236,5 +236,6 @@ func TestClusterReportScript_WritesTheReportToTheConsoleAndStaysUp(t *testing.T)
 	assert.NotContains(t, s, "ttyS1")
 	assert.Contains(t, s, "cat /run/guest-report.txt >/dev/ttyS0\n")
 	assert.Contains(t, ClusterImageSpec().Packages, "qemu-guest-agent")
+	assert.Contains(t, ClusterImageSpec().Packages, "systemd-resolved")
 	assert.NotEqual(t, DefaultImageSpec().Key(), ClusterImageSpec().Key())
 }
