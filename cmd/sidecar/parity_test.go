@@ -128,7 +128,7 @@ func TestRenderAndHooks_SameAnswerOnEveryFixture(t *testing.T) {
 			var ciErr, domErr error
 			var ciOut, domOut []byte
 			if hasVolume {
-				ciOut, _, ciErr = b.PreCloudInitIso(ctx, vmiJSON, ciData)
+				ciOut, ciErr = b.PreCloudInitIso(ctx, vmiJSON, ciData)
 			}
 			domOut, domErr = b.OnDefineDomain(ctx, vmiJSON, []byte(pipeline.RenderDomainXML))
 

@@ -64,7 +64,7 @@ func TestRenderAndHooks_OneAnswerOnRepeatedRuns(t *testing.T) {
 				require.NoError(t, err)
 				a := answer{Report: string(report)}
 				if hasVolume {
-					out, _, err := b.PreCloudInitIso(context.Background(), vmiJSON, ciData)
+					out, err := b.PreCloudInitIso(context.Background(), vmiJSON, ciData)
 					a.CloudInit, a.CloudInitErr = string(out), errText(err)
 				}
 				out, err := b.OnDefineDomain(context.Background(), vmiJSON, []byte(pipeline.RenderDomainXML))

@@ -103,17 +103,17 @@ func (b *Binding) OnDefineDomain(ctx context.Context, vmiJSON, domainXML []byte)
 // PreCloudInitIso merges the guest network config of every bound interface into the user's
 // cloud-init, waiting for the annotations it needs. The work is pipeline.Call.PreCloudInitIso's;
 // `render` runs the same steps.
-func (b *Binding) PreCloudInitIso(ctx context.Context, vmiJSON, cloudInitData []byte) ([]byte, []byte, error) {
+func (b *Binding) PreCloudInitIso(ctx context.Context, vmiJSON, cloudInitData []byte) ([]byte, error) {
 	call, err := b.newCall(vmiJSON)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	data, source, warnings, err := call.PreCloudInitIso(ctx, cloudInitData, b.wait)
+	data, warnings, err := call.PreCloudInitIso(ctx, cloudInitData, b.wait)
 	if err != nil {
-		return nil, nil, statusError(err)
+		return nil, statusError(err)
 	}
 	b.done(pipeline.PreCloudInitIso, call, warnings)
-	return data, source, nil
+	return data, nil
 }
 
 func (b *Binding) newCall(vmiJSON []byte) (*pipeline.Call, error) {

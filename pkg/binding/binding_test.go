@@ -83,10 +83,9 @@ const noCloudInput = `{"DataSource":"noCloud","NoCloudMetaData":{"instance-id":"
 func TestBinding_VMIWithNoneOfOurs_PassesThroughByteForByte(t *testing.T) {
 	b := newTestBinding(t, nil, nil)
 	vmi := []byte(`{"metadata":{"name":"plain"},"spec":{"domain":{"devices":{"interfaces":[{"name":"default","masquerade":{}}]}},"networks":[{"name":"default","pod":{}}]}}`)
-	data, src, err := b.PreCloudInitIso(context.Background(), vmi, []byte(noCloudInput))
+	data, err := b.PreCloudInitIso(context.Background(), vmi, []byte(noCloudInput))
 	require.NoError(t, err)
 	assert.Equal(t, noCloudInput, string(data))
-	assert.Equal(t, `{"userData":"#cloud-config\n"}`, string(src), "the echo is built from CloudInitData (the request's copy is never decoded)")
 	dom := []byte("<domain type='kvm'><devices><hostdev/></devices></domain>")
 	out, err := b.OnDefineDomain(context.Background(), vmi, dom)
 	require.NoError(t, err)
@@ -97,7 +96,7 @@ func TestBinding_VMIWithNoneOfOurs_EmptyUserDataBecomesCloudConfigSoMetadataIsKe
 	b := newTestBinding(t, nil, nil)
 	vmi := []byte(`{"spec":{"domain":{"devices":{"interfaces":[{"name":"default","masquerade":{}}]}},"networks":[{"name":"default","pod":{}}]}}`)
 	in := `{"DataSource":"noCloud","NoCloudMetaData":{"instance-id":"i"},"UserData":"","NetworkData":"","VolumeName":"v"}`
-	data, _, err := b.PreCloudInitIso(context.Background(), vmi, []byte(in))
+	data, err := b.PreCloudInitIso(context.Background(), vmi, []byte(in))
 	require.NoError(t, err)
 	var got map[string]any
 	require.NoError(t, json.Unmarshal(data, &got))
@@ -130,7 +129,7 @@ func TestBinding_BadInput_ErrorCodes(t *testing.T) {
 			var err error
 			start := time.Now()
 			if tc.call == "cloud-init" {
-				_, _, err = b.PreCloudInitIso(context.Background(), []byte(tc.vmi), []byte(noCloudInput))
+				_, err = b.PreCloudInitIso(context.Background(), []byte(tc.vmi), []byte(noCloudInput))
 			} else {
 				_, err = b.OnDefineDomain(context.Background(), []byte(tc.vmi), []byte("<domain><devices></devices></domain>"))
 			}
@@ -190,7 +189,7 @@ func TestBinding_RefreshCache_WritesAfterHookCallNotDuringIt(t *testing.T) {
 	done := make(chan struct{})
 	go func() { b.RefreshCache(ctx); close(done) }()
 
-	_, _, err := b.PreCloudInitIso(ctx, vmi, []byte(noCloudInput))
+	_, err := b.PreCloudInitIso(ctx, vmi, []byte(noCloudInput))
 	require.NoError(t, err)
 	select {
 	case bound := <-cache.calls:
@@ -206,7 +205,7 @@ func TestBinding_RefreshCache_WritesAfterHookCallNotDuringIt(t *testing.T) {
 func TestBinding_PreCloudInitIso_MergesOurConfigAndKeepsMetadata(t *testing.T) {
 	annotations, vmi := loadSample(t)
 	b := newTestBinding(t, annotations, nil)
-	data, src, err := b.PreCloudInitIso(context.Background(), vmi, []byte(noCloudInput))
+	data, err := b.PreCloudInitIso(context.Background(), vmi, []byte(noCloudInput))
 	require.NoError(t, err)
 	var got map[string]any
 	require.NoError(t, json.Unmarshal(data, &got))
@@ -217,18 +216,7 @@ func TestBinding_PreCloudInitIso_MergesOurConfigAndKeepsMetadata(t *testing.T) {
 	assert.Contains(t, got["UserData"], "MIME-Version: 1.0")
 	assert.Contains(t, got["UserData"], "\n\n#cloud-config\n\n--")
 	assert.Contains(t, got["UserData"], "when: [boot-new-instance, boot]")
-	assert.Equal(t, got["UserData"], legacy(t, src)["userData"])
 	assert.Contains(t, got["NetworkData"], `"02:00:00:aa:01:01"`)
-	var legacy map[string]string
-	require.NoError(t, json.Unmarshal(src, &legacy))
-	assert.Equal(t, got["NetworkData"], legacy["networkData"])
-}
-
-func legacy(t *testing.T, src []byte) map[string]string {
-	t.Helper()
-	var m map[string]string
-	require.NoError(t, json.Unmarshal(src, &m))
-	return m
 }
 
 func FuzzBinding_HooksNeverPanic(f *testing.F) {
@@ -239,7 +227,7 @@ func FuzzBinding_HooksNeverPanic(f *testing.F) {
 	f.Fuzz(func(t *testing.T, vmiJSON, cloudInit, domainXML, networkStatus string) {
 		b := newTestBinding(t, with(annotations, "k8s.v1.cni.cncf.io/network-status", networkStatus), nil)
 		b.cfg.WaitTimeout = time.Millisecond
-		_, _, _ = b.PreCloudInitIso(context.Background(), []byte(vmiJSON), []byte(cloudInit))
+		_, _ = b.PreCloudInitIso(context.Background(), []byte(vmiJSON), []byte(cloudInit))
 		_, _ = b.OnDefineDomain(context.Background(), []byte(vmiJSON), []byte(domainXML))
 	})
 }
@@ -259,7 +247,7 @@ func TestBinding_UnrelatedIPoIBNetworkInNetworkStatus_DoesNotBreakOurInterfaces(
 	require.NoError(t, err)
 	b := newTestBinding(t, with(annotations, "k8s.v1.cni.cncf.io/network-status", string(raw)), nil)
 
-	data, _, err := b.PreCloudInitIso(context.Background(), vmi, []byte(noCloudInput))
+	data, err := b.PreCloudInitIso(context.Background(), vmi, []byte(noCloudInput))
 	require.NoError(t, err)
 	assert.Contains(t, string(data), "02:00:00:aa:01:01")
 	out, err := b.OnDefineDomain(context.Background(), vmi, []byte("<domain><devices></devices></domain>"))
@@ -293,10 +281,10 @@ func TestBinding_RefreshCache_PanicInOneRefreshIsNotFatal(t *testing.T) {
 	done := make(chan struct{})
 	go func() { b.RefreshCache(ctx); close(done) }()
 
-	_, _, err := b.PreCloudInitIso(ctx, vmi, []byte(noCloudInput))
+	_, err := b.PreCloudInitIso(ctx, vmi, []byte(noCloudInput))
 	require.NoError(t, err)
 	<-cache.panicked // the first refresh panics inside Sync ...
-	_, _, err = b.PreCloudInitIso(ctx, vmi, []byte(noCloudInput))
+	_, err = b.PreCloudInitIso(ctx, vmi, []byte(noCloudInput))
 	require.NoError(t, err)
 	select { // ... and the refresher still serves the next one
 	case bound := <-cache.calls:
@@ -360,7 +348,7 @@ func BenchmarkBinding_PreCloudInitIso(b *testing.B) {
 	bd := newTestBinding(b, annotations, nil)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := bd.PreCloudInitIso(context.Background(), vmi, []byte(noCloudInput)); err != nil {
+		if _, err := bd.PreCloudInitIso(context.Background(), vmi, []byte(noCloudInput)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -410,7 +398,7 @@ func TestBinding_Warnings_OneWARNLineWithFieldsEach(t *testing.T) {
 	in, err := json.Marshal(map[string]string{"DataSource": "noCloud", "UserData": "#cloud-config\n",
 		"NetworkData": "version: 2\nethernets:\n  mine:\n    match: {macaddress: \"02:00:00:aa:01:01\"}\n"})
 	require.NoError(t, err)
-	_, _, err = b.PreCloudInitIso(context.Background(), mutated, in)
+	_, err = b.PreCloudInitIso(context.Background(), mutated, in)
 	require.NoError(t, err)
 
 	var got []map[string]any

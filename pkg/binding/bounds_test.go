@@ -81,7 +81,7 @@ func TestPreCloudInitIso_ContextEnded_ReturnsItsError(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 0)
 	defer cancel()
 	<-ctx.Done()
-	data, _, err := b.PreCloudInitIso(ctx, vmi, []byte(noCloudInput))
+	data, err := b.PreCloudInitIso(ctx, vmi, []byte(noCloudInput))
 	require.Error(t, err)
 	assert.Nil(t, data)
 	assert.Equal(t, codes.DeadlineExceeded, status.Code(err), "%v", err)

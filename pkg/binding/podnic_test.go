@@ -59,7 +59,7 @@ func TestPreCloudInitIso_PodNICWithoutMAC_DHCPMatchedByThePodInterfacesMAC(t *te
 	for _, core := range []string{"masquerade", "bridge"} {
 		t.Run(core, func(t *testing.T) {
 			b := newTestBinding(t, annotations, nil)
-			data, _, err := b.PreCloudInitIso(context.Background(), sampleVMIWithPodNIC(t, noMAC(core)), []byte(noCloudInput))
+			data, err := b.PreCloudInitIso(context.Background(), sampleVMIWithPodNIC(t, noMAC(core)), []byte(noCloudInput))
 			require.NoError(t, err)
 			var got map[string]any
 			require.NoError(t, json.Unmarshal(data, &got))
@@ -84,7 +84,7 @@ func TestPreCloudInitIso_PodNICWithoutMAC_WaitsForThePodInterfacesMAC_ThenNamesI
 	// The VFs still have what they need (network-status), only the pod MAC is missing.
 	b := newTestBinding(t, annotations, nil)
 	vmi := sampleVMIWithPodNIC(t, noMAC("masquerade"))
-	_, _, err = b.PreCloudInitIso(context.Background(), vmi, []byte(noCloudInput))
+	_, err = b.PreCloudInitIso(context.Background(), vmi, []byte(noCloudInput))
 	require.Error(t, err)
 	assert.Equal(t, codes.DeadlineExceeded, status.Code(err))
 	assert.Contains(t, err.Error(), "interface default (network default)")
@@ -99,7 +99,7 @@ func TestPreCloudInitIso_PodNICWithoutMAC_WaitsForThePodInterfacesMAC_ThenNamesI
 		"cloudInitNoCloud": map[string]any{"networkData": "version: 2\nethernets: {}\n"}}}
 	vmi, err = json.Marshal(v)
 	require.NoError(t, err)
-	_, _, err = b.PreCloudInitIso(context.Background(), vmi, []byte(withND))
+	_, err = b.PreCloudInitIso(context.Background(), vmi, []byte(withND))
 	assert.NoError(t, err)
 }
 
@@ -111,7 +111,7 @@ func TestPreCloudInitIso_PodNICOfAnotherPluginWithoutMAC_RefusedAtOnceWithTheRea
 		delete(iface, "masquerade")
 		iface["binding"] = map[string]any{"name": "passt"}
 	})
-	_, _, err := b.PreCloudInitIso(context.Background(), vmi, []byte(noCloudInput))
+	_, err := b.PreCloudInitIso(context.Background(), vmi, []byte(noCloudInput))
 	require.Error(t, err)
 	assert.Equal(t, codes.FailedPrecondition, status.Code(err))
 	for _, want := range []string{`interface "default"`, `binding "passt"`, "libvirt", "set macAddress", "networkData"} {
@@ -157,7 +157,7 @@ func TestPreCloudInitIso_OnLinkRoutesFromOVNK_Accepted(t *testing.T) {
 	require.NoError(t, err)
 	annotations[downwardapi.PodNetworksAnnotation] = string(raw)
 	b := newTestBinding(t, annotations, nil)
-	data, _, err := b.PreCloudInitIso(context.Background(), vmi, []byte(noCloudInput))
+	data, err := b.PreCloudInitIso(context.Background(), vmi, []byte(noCloudInput))
 	require.NoError(t, err)
 	var got map[string]any
 	require.NoError(t, json.Unmarshal(data, &got))

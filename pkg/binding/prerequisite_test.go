@@ -68,7 +68,7 @@ func TestPreCloudInitIso_PodInfoAbsent_ErrorNamesThePrerequisite(t *testing.T) {
 			b, err := New(Config{Options: model.Options{BindingName: "sriov-udn"}, WaitTimeout: 50 * time.Millisecond,
 				Snapshots: fixedSnapshots{snap: snap}})
 			require.NoError(t, err)
-			_, _, err = b.PreCloudInitIso(context.Background(), vmi, []byte(noCloudInput))
+			_, err = b.PreCloudInitIso(context.Background(), vmi, []byte(noCloudInput))
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "k8s.v1.cni.cncf.io/network-status or k8s.ovn.org/pod-networks entry")
 			if snap.PodInfo {

@@ -23,16 +23,16 @@ const (
 )
 
 // minimalUserData is what KubeVirt's own example hook returns: IsValidCloudInitData (cloud-init.go)
-// rejects an empty UserData, and the hook manager then falls back to the legacy NoCloud source and drops
-// the metadata (hooks/manager.go preCloudInitIsoValidateResult).
+// rejects an empty UserData, and the hook manager then ignores the answer's CloudInitData and reads the
+// legacy CloudInitNoCloudSource, which the sidecar does not send (hooks/manager.go
+// preCloudInitIsoValidateResult): the call would fail.
 const minimalUserData = "#cloud-config\n"
 
-// Apply merges our config for ifaces into the CloudInitData JSON and returns the new CloudInitData JSON
-// plus the legacy v1.CloudInitNoCloudSource JSON to echo in PreCloudInitIsoResult.cloudInitNoCloudSource.
+// Apply merges our config for ifaces into the CloudInitData JSON and returns the new CloudInitData JSON.
 // With no ifaces the data passes through (PassThrough). podNIC is the NIC cloud-init's DHCP fallback
 // would have configured (WithPodNIC). Apply is the steps of one PreCloudInitIso in one call, for callers
 // that need only the result; pkg/pipeline runs the steps itself.
-func Apply(cloudInitData []byte, ifaces []model.BoundInterface, podNIC ...model.BoundInterface) (newData []byte, noCloudSourceJSON []byte, err error) {
+func Apply(cloudInitData []byte, ifaces []model.BoundInterface, podNIC ...model.BoundInterface) (newData []byte, err error) {
 	return ApplyWith(cloudInitData, ApplyOptions{}, ifaces, podNIC...)
 }
 
@@ -46,30 +46,30 @@ type ApplyOptions struct {
 }
 
 // ApplyWith is Apply with options.
-func ApplyWith(cloudInitData []byte, opts ApplyOptions, ifaces []model.BoundInterface, podNIC ...model.BoundInterface) (newData []byte, noCloudSourceJSON []byte, err error) {
+func ApplyWith(cloudInitData []byte, opts ApplyOptions, ifaces []model.BoundInterface, podNIC ...model.BoundInterface) (newData []byte, err error) {
 	in, err := DecodeInput(cloudInitData)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if len(ifaces) == 0 {
 		return in.PassThrough()
 	}
 	if ifaces, err = WithPodNIC(ifaces, in.UserNetworkData(), podNIC...); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	plans, err := in.Plan(ifaces)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	user, err := in.ParseNetworkData()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	res, err := in.Merge(opts, plans, user)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return res.Data, res.NoCloudSource, nil
+	return res.Data, nil
 }
 
 // Input is one CloudInitData JSON object as virt-launcher sends it, decoded once per call.
@@ -130,7 +130,7 @@ func (in *Input) setText(key string, dst **string, text string) {
 }
 
 // PassThrough is the result when nothing is bound: the data as it came, an empty UserData made minimal.
-func (in *Input) PassThrough() (newData []byte, noCloudSourceJSON []byte, err error) {
+func (in *Input) PassThrough() (newData []byte, err error) {
 	changed := textOf(in.userData) == ""
 	if changed {
 		in.setText(in.userKey, &in.userData, minimalUserData)
@@ -180,10 +180,9 @@ func (in *Input) ParseNetworkData() (*UserNetwork, error) {
 
 // Result is what Merge makes of one CloudInitData.
 type Result struct {
-	// Data is the new CloudInitData JSON; NoCloudSource the legacy v1.CloudInitNoCloudSource JSON.
-	Data, NoCloudSource []byte
-	DataSource          string // KubeVirt's: "noCloud" or "configDrive"
-	NetworkData         []byte // the network config written into Data
+	Data        []byte // the new CloudInitData JSON
+	DataSource  string // KubeVirt's: "noCloud" or "configDrive"
+	NetworkData []byte // the network config written into Data
 	// UserConfigured names the interfaces whose NIC the user's networkData configures already: the
 	// user's entry is kept and ours left out, which the caller reports.
 	UserConfigured []string
@@ -225,39 +224,31 @@ func (in *Input) Merge(opts ApplyOptions, plans *Plans, user *UserNetwork) (*Res
 	} else if composed := composeUserData(userText, plans.dataSource, script); composed != userText {
 		in.setText(in.userKey, &in.userData, composed)
 	}
-	data, source, err := in.encode(true)
+	data, err := in.encode(true)
 	if err != nil {
 		return nil, err
 	}
-	return &Result{Data: data, NoCloudSource: source, DataSource: plans.dataSource, NetworkData: merged,
+	return &Result{Data: data, DataSource: plans.dataSource, NetworkData: merged,
 		UserConfigured: theirs}, nil
 }
 
-// encode writes the CloudInitData (the input as it came when nothing changed) and the legacy
-// v1.CloudInitNoCloudSource (kubevirt.io/api core/v1 schema.go: userData, networkData, both omitempty).
-func (in *Input) encode(changed bool) (newData []byte, noCloudSourceJSON []byte, err error) {
-	newData = in.raw
-	if changed {
-		obj := make(map[string]any, len(in.fields))
-		for k, f := range in.fields {
-			obj[k] = f.raw
-			if f.text != nil {
-				obj[k] = *f.text
-			}
+// encode writes the CloudInitData: the input as it came when nothing changed.
+func (in *Input) encode(changed bool) ([]byte, error) {
+	if !changed {
+		return in.raw, nil
+	}
+	obj := make(map[string]any, len(in.fields))
+	for k, f := range in.fields {
+		obj[k] = f.raw
+		if f.text != nil {
+			obj[k] = *f.text
 		}
-		if newData, err = marshalJSON(obj, false); err != nil {
-			return nil, nil, fmt.Errorf("cloudInitData: encoding: %w", err)
-		}
-		newData = bytes.TrimSuffix(newData, []byte("\n"))
 	}
-	src := map[string]any{"userData": in.userData}
-	if textOf(in.networkData) != "" {
-		src["networkData"] = in.networkData
+	newData, err := marshalJSON(obj, false)
+	if err != nil {
+		return nil, fmt.Errorf("cloudInitData: encoding: %w", err)
 	}
-	if noCloudSourceJSON, err = marshalJSON(src, false); err != nil {
-		return nil, nil, fmt.Errorf("cloudInitNoCloudSource: encoding: %w", err)
-	}
-	return newData, bytes.TrimSuffix(noCloudSourceJSON, []byte("\n")), nil
+	return bytes.TrimSuffix(newData, []byte("\n")), nil
 }
 
 // marshalJSON is json.Marshal without HTML escaping, indented or compact, ending in a newline: escaping

@@ -32,7 +32,7 @@ const (
 )
 
 func TestApply_NoCloud_RendersV1_KeepsMetadata_FillsEmptyUserData(t *testing.T) {
-	out, legacy, err := Apply([]byte(noCloudInput), mergeIfaces())
+	out, err := Apply([]byte(noCloudInput), mergeIfaces())
 	require.NoError(t, err)
 
 	var got kubevirtCloudInitData
@@ -47,14 +47,10 @@ func TestApply_NoCloud_RendersV1_KeepsMetadata_FillsEmptyUserData(t *testing.T) 
 	assert.JSONEq(t, `{"instance-id":"6b1a-uuid","local-hostname":"vm1","public-keys":{"k":"ssh-ed25519 AAAA"}}`, string(got.NoCloudMetaData))
 	assert.Equal(t, "cloudinitdisk", got.VolumeName)
 	assertUnchangedExcept(t, noCloudInput, string(out), "UserData", "NetworkData")
-
-	var src map[string]string
-	require.NoError(t, json.Unmarshal(legacy, &src))
-	assert.Equal(t, map[string]string{"userData": networkEveryBootNoCloud, "networkData": string(want)}, src)
 }
 
 func TestApply_ConfigDrive_RendersNetworkDataJSON_KeepsUserDataAndDevices(t *testing.T) {
-	out, legacy, err := Apply([]byte(configDriveInput), mergeIfaces())
+	out, err := Apply([]byte(configDriveInput), mergeIfaces())
 	require.NoError(t, err)
 	var got kubevirtCloudInitData
 	require.NoError(t, json.Unmarshal(out, &got))
@@ -66,7 +62,6 @@ func TestApply_ConfigDrive_RendersNetworkDataJSON_KeepsUserDataAndDevices(t *tes
 	assert.Equal(t, networkEveryBootConfigDrive, ours)
 	assertUnchangedExcept(t, configDriveInput, string(out), "NetworkData", "UserData")
 	assert.Contains(t, string(out), `<&>`, "no HTML escaping of the user's data")
-	assert.JSONEq(t, `{"userData":`+mustJSON(t, got.UserData)+`,"networkData":`+mustJSON(t, string(want))+`}`, string(legacy))
 }
 
 func TestApply_MergesIntoUserNetworkDataOfTheirVersion(t *testing.T) {
@@ -74,7 +69,7 @@ func TestApply_MergesIntoUserNetworkDataOfTheirVersion(t *testing.T) {
 		"NetworkData": "version: 2\nethernets:\n  eth0:\n    dhcp4: true\n"}
 	data, err := json.Marshal(in)
 	require.NoError(t, err)
-	out, _, err := Apply(data, mergeIfaces())
+	out, err := Apply(data, mergeIfaces())
 	require.NoError(t, err)
 	var got kubevirtCloudInitData
 	require.NoError(t, json.Unmarshal(out, &got))
@@ -86,14 +81,13 @@ func TestApply_MergesIntoUserNetworkDataOfTheirVersion(t *testing.T) {
 
 func TestApply_NoInterfaces_PassesThroughByteForByte(t *testing.T) {
 	in := `{"DataSource":"noCloud", "NoCloudMetaData":{"instance-id":"x"},"UserData":"#cloud-config\nfoo: 1\n","NetworkData":"version: 7 # theirs, not ours to judge\n","VolumeName":"v"}`
-	out, legacy, err := Apply([]byte(in), nil)
+	out, err := Apply([]byte(in), nil)
 	require.NoError(t, err)
 	assert.Equal(t, in, string(out))
-	assert.JSONEq(t, `{"userData":"#cloud-config\nfoo: 1\n","networkData":"version: 7 # theirs, not ours to judge\n"}`, string(legacy))
 }
 
 func TestApply_NoInterfaces_EmptyUserDataStillBecomesCloudConfig(t *testing.T) {
-	out, _, err := Apply([]byte(noCloudInput), nil)
+	out, err := Apply([]byte(noCloudInput), nil)
 	require.NoError(t, err)
 	var got kubevirtCloudInitData
 	require.NoError(t, json.Unmarshal(out, &got))
@@ -103,7 +97,7 @@ func TestApply_NoInterfaces_EmptyUserDataStillBecomesCloudConfig(t *testing.T) {
 
 func TestApply_FieldNamesMatchCaseInsensitively_LikeEncodingJSON(t *testing.T) {
 	in := `{"dataSource":"noCloud","noCloudMetaData":{"instance-id":"x"},"userdata":"#cloud-config\n","networkdata":""}`
-	out, _, err := Apply([]byte(in), mergeIfaces())
+	out, err := Apply([]byte(in), mergeIfaces())
 	require.NoError(t, err)
 	var obj map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal(out, &obj))
@@ -127,18 +121,11 @@ func TestApply_RejectsBadInput_NamingTheField(t *testing.T) {
 		{"bad configDrive networkData", `{"DataSource":"configDrive","UserData":"x","NetworkData":"version: 2"}`, "cloudInitData (DataSource configDrive): configDrive networkData (network_data.json): not a JSON object"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := Apply([]byte(tc.in), mergeIfaces())
+			_, err := Apply([]byte(tc.in), mergeIfaces())
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
-}
-
-func mustJSON(t *testing.T, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	require.NoError(t, err)
-	return string(b)
 }
 
 // assertUnchangedExcept checks that every top-level field of in except the named ones is in out with the
@@ -178,7 +165,7 @@ func TestApply_NoUserNetworkData_PodNICGetsTheDHCPTheFallbackWouldHaveGiven(t *t
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out, _, err := Apply([]byte(tc.input), mergeIfaces(), tc.fallback...)
+			out, err := Apply([]byte(tc.input), mergeIfaces(), tc.fallback...)
 			if tc.wantError != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tc.wantError)

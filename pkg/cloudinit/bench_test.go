@@ -66,7 +66,7 @@ func BenchmarkApply(b *testing.B) {
 		b.Fatal(err)
 	}
 	benchRender(b, func(ifaces []model.BoundInterface) ([]byte, error) {
-		out, _, err := Apply(data, ifaces)
+		out, err := Apply(data, ifaces)
 		return out, err
 	})
 }
@@ -85,7 +85,7 @@ func BenchmarkApply_SecretUserDataOfControlBytes(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(data)))
 	for b.Loop() {
-		if _, _, err := Apply(data, ifaces); err != nil {
+		if _, err := Apply(data, ifaces); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -20,7 +20,7 @@ func applyUserData(t *testing.T, dataSource, userData string, opts ApplyOptions)
 	opts.Warn = func(code, message string) { ws = append(ws, warned{code, message}) }
 	in, err := json.Marshal(map[string]string{"DataSource": dataSource, "UserData": userData, "VolumeName": "ci"})
 	require.NoError(t, err)
-	out, _, err := ApplyWith(in, opts, mergeIfaces())
+	out, err := ApplyWith(in, opts, mergeIfaces())
 	if err != nil {
 		return "", ws, err
 	}

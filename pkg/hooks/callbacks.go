@@ -12,12 +12,11 @@ import (
 // use and must honour ctx: it is cancelled when the call's deadline passes or the server stops.
 type Handler interface {
 	DomainMutator
-	// PreCloudInitIso returns the CloudInitData JSON and the legacy CloudInitNoCloudSource JSON to
-	// hand back (pkg/hooks/manager.go preCloudInitIsoValidateResult reads the second only when the first
-	// has no UserData or no metadata). The request's own CloudInitNoCloudSource is a copy of
-	// CloudInitData's user data and networkData (manager.go preCloudInitIsoDataToJSON): it is never
-	// decoded (codec.go), so the Handler gets CloudInitData alone.
-	PreCloudInitIso(ctx context.Context, vmiJSON, cloudInitData []byte) (newCloudInitData, noCloudSource []byte, err error)
+	// PreCloudInitIso returns the CloudInitData JSON to hand back, the answer's only field (v1alpha3Server
+	// says why). The request's own CloudInitNoCloudSource is a copy of CloudInitData's user data and
+	// networkData (manager.go preCloudInitIsoDataToJSON): it is never decoded (codec.go), so the Handler
+	// gets CloudInitData alone.
+	PreCloudInitIso(ctx context.Context, vmiJSON, cloudInitData []byte) (newCloudInitData []byte, err error)
 }
 
 // versions are the Callbacks versions served, newest first: virt-launcher picks the newest it knows
@@ -53,14 +52,21 @@ func (s v1alpha3Server) OnDefineDomain(ctx context.Context, p *hooksv1alpha3.OnD
 }
 
 func (s v1alpha3Server) PreCloudInitIso(ctx context.Context, p *hooksv1alpha3.PreCloudInitIsoParams) (*hooksv1alpha3.PreCloudInitIsoResult, error) {
-	data, source, err := s.handler.PreCloudInitIso(ctx, p.GetVmi(), p.GetCloudInitData())
+	data, err := s.handler.PreCloudInitIso(ctx, p.GetVmi(), p.GetCloudInitData())
 	if err != nil {
 		return nil, err
 	}
-	if source, err = fitAnswer("PreCloudInitIso", data, source); err != nil {
-		return nil, err
+	if len(data)+answerFramingBytes > MaxAnswerBytes {
+		return nil, answerTooLarge("PreCloudInitIso", "CloudInitData", len(data))
 	}
-	return &hooksv1alpha3.PreCloudInitIsoResult{CloudInitData: data, CloudInitNoCloudSource: source}, nil
+	// CloudInitNoCloudSource stays unset: KubeVirt's hook Manager reads it only as a fallback, when the
+	// returned CloudInitData is not valid (kubevirt.io/kubevirt@v1.8.4 pkg/hooks/manager.go lines 334-355
+	// preCloudInitIsoValidateResult, called at 392 and 414; the same in v1.9.0), valid being UserData != ""
+	// and NoCloudMetaData or ConfigDriveMetaData set (pkg/cloud-init/cloud-init.go:109-111
+	// IsValidCloudInitData). Ours always carries UserData (cloudinit.Input.PassThrough fills an empty one)
+	// and passes KubeVirt's metadata through, so the fallback never fires (test/cloudinit checks it with
+	// KubeVirt's own IsValidCloudInitData).
+	return &hooksv1alpha3.PreCloudInitIsoResult{CloudInitData: data}, nil
 }
 
 // Shutdown asks the server to stop and returns at once; the stop itself waits for this call to
@@ -89,5 +95,6 @@ func (s v1alpha2Server) PreCloudInitIso(ctx context.Context, p *hooksv1alpha2.Pr
 	if err != nil {
 		return nil, err
 	}
-	return &hooksv1alpha2.PreCloudInitIsoResult{CloudInitData: res.GetCloudInitData(), CloudInitNoCloudSource: res.GetCloudInitNoCloudSource()}, nil
+	// CloudInitNoCloudSource stays unset, as in v1alpha3 (v1alpha3Server.PreCloudInitIso says why).
+	return &hooksv1alpha2.PreCloudInitIsoResult{CloudInitData: res.GetCloudInitData()}, nil
 }

@@ -20,9 +20,9 @@ import (
 //     copies matter), with an error that names the message, its fields, its size and the limit. gRPC sends it
 //     to virt-launcher inside "grpc: error unmarshalling request: ..." (server.go processUnaryRPC);
 //     virt-launcher logs it and the VM start fails;
-//   - PreCloudInitIsoParams is decoded without its legacy cloudInitNoCloudSource copy (requestpb): the answer's
-//     copy is built from CloudInitData (cloudinit.Input), and the skipped field is half of what a large user
-//     data costs (docs/footprint.md "Figures behind the code").
+//   - PreCloudInitIsoParams is decoded without its legacy cloudInitNoCloudSource copy (requestpb): the answer
+//     carries CloudInitData alone (callbacks.go), and the skipped field is half of what a large user data
+//     costs (docs/footprint.md "Figures behind the code").
 type requestCodec struct {
 	proto                 encoding.CodecV2
 	cloudInitLimit, limit int

@@ -117,16 +117,3 @@ func answerTooLarge(hook, what string, size int) error {
 	return status.Error(codes.ResourceExhausted, fmt.Sprintf("%s: the answer's %s is %d bytes, over the %d bytes virt-launcher "+
 		"receives (gRPC's default client limit, kept by KubeVirt's pkg/util/net/grpc): the VM could not start with it", hook, what, size, MaxAnswerBytes))
 }
-
-// fitAnswer drops the legacy CloudInitNoCloudSource echo when the answer would not fit with it: virt-launcher
-// reads the echo only when CloudInitData has no UserData (manager.go preCloudInitIsoValidateResult), which
-// ours always has. An answer whose CloudInitData alone does not fit is refused.
-func fitAnswer(hook string, data, source []byte) ([]byte, error) {
-	if len(data)+answerFramingBytes > MaxAnswerBytes {
-		return nil, answerTooLarge(hook, "CloudInitData", len(data))
-	}
-	if len(data)+len(source)+answerFramingBytes > MaxAnswerBytes {
-		return nil, nil
-	}
-	return source, nil
-}

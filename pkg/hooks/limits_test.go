@@ -38,14 +38,14 @@ func (s *syncBuffer) String() string {
 }
 
 // answering is a handler that answers with fixed payloads.
-type answering struct{ data, source, domain []byte }
+type answering struct{ data, domain []byte }
 
 func (a answering) OnDefineDomain(context.Context, []byte, []byte) ([]byte, error) {
 	return a.domain, nil
 }
 
-func (a answering) PreCloudInitIso(context.Context, []byte, []byte) ([]byte, []byte, error) {
-	return a.data, a.source, nil
+func (a answering) PreCloudInitIso(context.Context, []byte, []byte) ([]byte, error) {
+	return a.data, nil
 }
 
 // testLimits are the transport limits with smaller sizes, cheaper to cross under -race; test/faults and
@@ -140,15 +140,15 @@ func TestServer_RequestPastTheDecodeLimit_RefusedNamingFieldsSizeAndLimit(t *tes
 }
 
 // An answer virt-launcher could not receive (over gRPC's default 4 MiB client limit) is the sidecar's
-// error naming its size and the limit; an echo that would push it over is dropped.
+// error naming its size and the limit; a CloudInitData that fits goes back whole, alone.
 func TestServer_AnswerPastVirtLaunchersLimit_RefusedNamingSizes(t *testing.T) {
 	data := []byte(`{"UserData":"` + strings.Repeat("a", 3<<20) + `"}`)
-	conn, logs := startLogged(t, answering{data: data, source: data, domain: bytes.Repeat([]byte("d"), MaxAnswerBytes)})
+	conn, logs := startLogged(t, answering{data: data, domain: bytes.Repeat([]byte("d"), MaxAnswerBytes)})
 	client := hooksv1alpha3.NewCallbacksClient(conn)
 	res, err := client.PreCloudInitIso(context.Background(), &hooksv1alpha3.PreCloudInitIsoParams{CloudInitData: []byte(`{}`)})
 	require.NoError(t, err)
 	assert.Equal(t, data, res.GetCloudInitData())
-	assert.Empty(t, res.GetCloudInitNoCloudSource(), "the echo would not fit: dropped (virt-launcher reads it only without UserData)")
+	assert.Empty(t, res.GetCloudInitNoCloudSource(), "no legacy CloudInitNoCloudSource in the answer")
 
 	_, err = client.OnDefineDomain(context.Background(), &hooksv1alpha3.OnDefineDomainParams{DomainXML: []byte("<domain/>")})
 	require.Error(t, err)
@@ -157,4 +157,13 @@ func TestServer_AnswerPastVirtLaunchersLimit_RefusedNamingSizes(t *testing.T) {
 	assert.Contains(t, msg, strconv.Itoa(MaxAnswerBytes))
 	assert.Contains(t, msg, "domain XML")
 	assert.Contains(t, logs.String(), `"outcome":"error"`, "the hook call's own log line")
+
+	// The same for a CloudInitData past the limit.
+	conn, _ = startLogged(t, answering{data: bytes.Repeat([]byte("c"), MaxAnswerBytes)})
+	_, err = hooksv1alpha3.NewCallbacksClient(conn).PreCloudInitIso(context.Background(), &hooksv1alpha3.PreCloudInitIsoParams{CloudInitData: []byte(`{}`)})
+	require.Error(t, err)
+	assert.Equal(t, codes.ResourceExhausted, status.Code(err))
+	msg = status.Convert(err).Message()
+	assert.Contains(t, msg, strconv.Itoa(MaxAnswerBytes))
+	assert.Contains(t, msg, "CloudInitData")
 }

@@ -143,9 +143,8 @@ func TestCallbacks_BothVersionsPassThroughUnchanged(t *testing.T) {
 			gotData, gotLegacy, err := c.preCloudInitIso(ctx, []byte("{}"), data, legacy)
 			require.NoError(t, err)
 			assert.Equal(t, data, gotData)
-			// The request's legacy copy is not decoded (codec.go): virt-launcher reads an answer's copy only when
-			// CloudInitData has no UserData (manager.go preCloudInitIsoValidateResult), and pkg/cloudinit builds
-			// ours from CloudInitData.
+			// The request's legacy copy is not decoded (codec.go), and no answer carries one: virt-launcher reads
+			// it only when CloudInitData is not valid (manager.go preCloudInitIsoValidateResult), and ours is.
 			assert.Empty(t, gotLegacy)
 		})
 	}
@@ -173,10 +172,10 @@ type blockingHandler struct {
 	entered chan struct{}
 }
 
-func (h blockingHandler) PreCloudInitIso(ctx context.Context, _, _ []byte) ([]byte, []byte, error) {
+func (h blockingHandler) PreCloudInitIso(ctx context.Context, _, _ []byte) ([]byte, error) {
 	close(h.entered)
 	<-ctx.Done()
-	return nil, nil, ctx.Err()
+	return nil, ctx.Err()
 }
 
 func TestStop_WhileCallInFlight_CancelsCallAndStops(t *testing.T) {
@@ -344,7 +343,7 @@ func TestStop_SilentClientConnected_StopsWithoutWaitingForIt(t *testing.T) {
 }
 
 // PassThrough is the Handler that changes nothing: the domain and the cloud-init data go back
-// exactly as received, with no legacy echo: the transport tests' Handler.
+// exactly as received: the transport tests' Handler.
 type PassThrough struct{}
 
 // OnDefineDomain returns domainXML unchanged.
@@ -353,6 +352,6 @@ func (PassThrough) OnDefineDomain(_ context.Context, _, domainXML []byte) ([]byt
 }
 
 // PreCloudInitIso returns cloudInitData unchanged.
-func (PassThrough) PreCloudInitIso(_ context.Context, _, cloudInitData []byte) ([]byte, []byte, error) {
-	return cloudInitData, nil, nil
+func (PassThrough) PreCloudInitIso(_ context.Context, _, cloudInitData []byte) ([]byte, error) {
+	return cloudInitData, nil
 }

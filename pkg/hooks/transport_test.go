@@ -120,10 +120,10 @@ type waitingHandler struct {
 	entered chan struct{}
 }
 
-func (h waitingHandler) PreCloudInitIso(ctx context.Context, _, _ []byte) ([]byte, []byte, error) {
+func (h waitingHandler) PreCloudInitIso(ctx context.Context, _, _ []byte) ([]byte, error) {
 	close(h.entered)
 	<-ctx.Done()
-	return nil, nil, status.FromContextError(ctx.Err()).Err()
+	return nil, status.FromContextError(ctx.Err()).Err()
 }
 
 // A call whose request has arrived holds only its size: Info is served while a hook waits for data.

@@ -68,7 +68,7 @@ func TestPreCloudInitIso_OneCall_DerivesOncePlansOnceParsesOnce(t *testing.T) {
 			require.NoError(t, err)
 			var n stepCounts
 			snap := snapOf("02:00:00:00:01:01")
-			out, _, _, err := countingCall(tc.vmi, &n).PreCloudInitIso(context.Background(), data, readyWait(t, snap))
+			out, _, err := countingCall(tc.vmi, &n).PreCloudInitIso(context.Background(), data, readyWait(t, snap))
 			require.NoError(t, err)
 			assert.Contains(t, string(out), tc.wantNIC, "precondition: the merge ran")
 			assert.Equal(t, stepCounts{derive: 1, plan: 1, parse: 1}, n)
@@ -109,7 +109,7 @@ func TestPreCloudInitIso_Waiting_DerivesOncePerSnapshot(t *testing.T) {
 		return ready, nil
 	}
 	var n stepCounts
-	_, _, _, err := countingCall(vmi, &n).PreCloudInitIso(context.Background(), []byte(`{"DataSource":"noCloud","UserData":"#cloud-config\n"}`), wait)
+	_, _, err := countingCall(vmi, &n).PreCloudInitIso(context.Background(), []byte(`{"DataSource":"noCloud","UserData":"#cloud-config\n"}`), wait)
 	require.NoError(t, err)
 	assert.Equal(t, stepCounts{derive: 2, plan: 1, parse: 1}, n)
 }

@@ -136,24 +136,24 @@ func (c *Call) OnDefineDomain(ctx context.Context, domainXML []byte, wait Wait) 
 }
 
 // PreCloudInitIso is that hook's work: wait for a MAC and an L3 entry per bound interface, then merge
-// their guest network config into the CloudInitData JSON; it returns the new CloudInitData, the legacy
-// CloudInitNoCloudSource JSON built from it (cloudinit.Result) and the warnings that step can see.
-func (c *Call) PreCloudInitIso(ctx context.Context, cloudInitData []byte, wait Wait) (data, source []byte, warnings []Warning, err error) {
+// their guest network config into the CloudInitData JSON; it returns the new CloudInitData
+// (cloudinit.Result) and the warnings that step can see.
+func (c *Call) PreCloudInitIso(ctx context.Context, cloudInitData []byte, wait Wait) (data []byte, warnings []Warning, err error) {
 	snap, err := wait(ctx, PreCloudInitIso, c.cloudInitNeed())
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	if ended := ctxEnded(ctx, PreCloudInitIso); ended != nil {
-		return nil, nil, nil, ended
+		return nil, nil, ended
 	}
 	res, warnings, err := c.cloudInit(snap, cloudInitData)
 	if ended := ctxEnded(ctx, PreCloudInitIso); ended != nil {
-		return nil, nil, nil, ended // nobody waits for the result (the merge itself is bounded: cloudinit limits)
+		return nil, nil, ended // nobody waits for the result (the merge itself is bounded: cloudinit limits)
 	}
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	return res.Data, res.NoCloudSource, warnings, nil
+	return res.Data, warnings, nil
 }
 
 // parseDomain parses domainXML once for domainNeed and domain: one parse per bound interface costs
@@ -259,17 +259,17 @@ func (c *Call) podNICMAC(snap *downwardapi.Snapshot, domainXML []byte, doc *doma
 // cloudInit is PreCloudInitIso's work once the data is there: the guest network config of every bound
 // interface (and of the pod-network NIC, see model.FindPodNIC) merged into the CloudInitData JSON. With
 // nothing bound the data goes back as received, except that an empty UserData is filled
-// (cloudinit.Input.PassThrough), with the legacy echo built from it. CloudInitData that does not decode
-// goes back as it came, without an echo (virt-launcher reads the echo only when CloudInitData has no
-// UserData or no metadata: manager.go preCloudInitIsoValidateResult).
+// (cloudinit.Input.PassThrough): virt-launcher takes the answer's CloudInitData only when it has UserData
+// and metadata (manager.go preCloudInitIsoValidateResult). CloudInitData that does not decode goes back as
+// it came.
 func (c *Call) cloudInit(snap *downwardapi.Snapshot, cloudInitData []byte) (*cloudinit.Result, []Warning, error) {
 	if !c.Bound() {
 		warnings := nothingBound(c.vmi, c.opts)
 		res := &cloudinit.Result{Data: cloudInitData}
 		if in, err := cloudinit.DecodeInput(cloudInitData); err == nil {
 			res.NetworkData = []byte(in.UserNetworkData())
-			if data, source, err := in.PassThrough(); err == nil {
-				res.Data, res.NoCloudSource = data, source
+			if data, err := in.PassThrough(); err == nil {
+				res.Data = data
 			}
 		}
 		return res, warnings, nil

@@ -83,7 +83,7 @@ func TestDomain_NoCloudInitVolume_Warns(t *testing.T) {
 func TestCloudInit_MACMismatch_WarnsWithoutAnnotationValue(t *testing.T) {
 	vmi := vmiOf(t, fmt.Sprintf(boundSpec, `,"volumes":[{"name":"c","cloudInitNoCloud":{}}]`))
 	data := []byte(`{"DataSource":"noCloud","UserData":"#cloud-config\n"}`)
-	_, _, ws, err := CloudInit(vmi, snapOf("02:00:00:00:01:99"), opts, data)
+	_, ws, err := CloudInit(vmi, snapOf("02:00:00:00:01:99"), opts, data)
 	require.NoError(t, err)
 	require.Len(t, ws, 1)
 	assert.Equal(t, Warning{Code: WarnMACMismatch, Interface: "vf1", Message: ws[0].Message}, ws[0])
@@ -91,7 +91,7 @@ func TestCloudInit_MACMismatch_WarnsWithoutAnnotationValue(t *testing.T) {
 	assert.Contains(t, ws[0].Message, "the mac in "+downwardapi.NetworkStatusAnnotation)
 	assert.NotContains(t, ws[0].Message, "02:00:00:00:01:99", "annotation values stay out of warnings (they are logged)")
 
-	_, _, ws, err = CloudInit(vmi, snapOf("02:00:00:00:01:01"), opts, data)
+	_, ws, err = CloudInit(vmi, snapOf("02:00:00:00:01:01"), opts, data)
 	require.NoError(t, err)
 	assert.Empty(t, ws, "same MAC: nothing to say")
 }
@@ -107,7 +107,7 @@ func TestCloudInit_NetworkInfoDisagreesWithNetworkStatus_WarnsNamingSourcesNotVa
 		return downwardapi.SnapshotFromMaps(nil, map[string]string{downwardapi.NetworkStatusAnnotation: ns, downwardapi.NetworkInfoAnnotation: info})
 	}
 
-	_, _, ws, err := CloudInit(vmi, snapWith(`{"interfaces":[{"network":"vf1","mac":"02:00:00:00:01:77","mtu":9216}]}`), opts, data)
+	_, ws, err := CloudInit(vmi, snapWith(`{"interfaces":[{"network":"vf1","mac":"02:00:00:00:01:77","mtu":9216}]}`), opts, data)
 	require.NoError(t, err)
 	require.Len(t, ws, 2)
 	for i, field := range []string{"mac", "mtu"} {
@@ -118,11 +118,11 @@ func TestCloudInit_NetworkInfoDisagreesWithNetworkStatus_WarnsNamingSourcesNotVa
 		assert.NotContains(t, ws[i].Message, "9216")
 	}
 
-	_, _, ws, err = CloudInit(vmi, snapWith(`{"interfaces":[{"network":"vf1","mac":"02:00:00:00:01:01","mtu":1500}]}`), opts, data)
+	_, ws, err = CloudInit(vmi, snapWith(`{"interfaces":[{"network":"vf1","mac":"02:00:00:00:01:01","mtu":1500}]}`), opts, data)
 	require.NoError(t, err)
 	assert.Empty(t, ws, "agreeing copies: nothing to say")
 
-	_, _, ws, err = CloudInit(vmi, snapWith(`{"interfaces":[{"network":"vf1","mac":"02:00:00:00:01:01"}]}`), opts, data)
+	_, ws, err = CloudInit(vmi, snapWith(`{"interfaces":[{"network":"vf1","mac":"02:00:00:00:01:01"}]}`), opts, data)
 	require.NoError(t, err)
 	assert.Empty(t, ws, "v1.8 network-info has no mtu: nothing to compare")
 }
@@ -132,7 +132,7 @@ func TestCloudInit_UserNetworkDataForOurMAC_Warns(t *testing.T) {
 	user, err := json.Marshal(map[string]string{"DataSource": "noCloud", "UserData": "#cloud-config\n",
 		"NetworkData": "version: 2\nethernets:\n  x:\n    match: {macaddress: \"02:00:00:00:01:01\"}\n    dhcp4: true\n"})
 	require.NoError(t, err)
-	_, _, ws, err := CloudInit(vmi, snapOf("02:00:00:00:01:01"), opts, user)
+	_, ws, err := CloudInit(vmi, snapOf("02:00:00:00:01:01"), opts, user)
 	require.NoError(t, err)
 	require.Len(t, ws, 1)
 	assert.Equal(t, WarnUserNetworkDataWins, ws[0].Code)
@@ -142,7 +142,7 @@ func TestCloudInit_UserNetworkDataForOurMAC_Warns(t *testing.T) {
 func TestCloudInit_PodNICWithoutMAC_FailsAsInvalidInputNamingTheHook(t *testing.T) {
 	vmi := vmiOf(t, `{"domain":{"devices":{"interfaces":[{"name":"default","masquerade":{}},{"name":"vf1","macAddress":"02:00:00:00:01:01","binding":{"name":"sriov-udn"}}]}},
 		"networks":[{"name":"default","pod":{}},{"name":"vf1","multus":{"networkName":"nad1"}}]}`)
-	_, _, _, err := CloudInit(vmi, snapOf("02:00:00:00:01:01"), opts, []byte(`{"DataSource":"noCloud"}`))
+	_, _, err := CloudInit(vmi, snapOf("02:00:00:00:01:01"), opts, []byte(`{"DataSource":"noCloud"}`))
 	var pe *Error
 	require.True(t, errors.As(err, &pe), "%v", err)
 	assert.Equal(t, PreCloudInitIso, pe.Hook)
@@ -237,7 +237,7 @@ func TestCloudInit_WindowsNetworkScript_OnlyWhenTheVMIOptsInOnAConfigDrive(t *te
 			vmi, err := model.DecodeVMI(raw)
 			require.NoError(t, err)
 			data := []byte(`{"DataSource":"` + tc.dataSource + `","UserData":"#cloud-config\n"}`)
-			out, _, _, err := CloudInit(vmi, snap, opts, data)
+			out, _, err := CloudInit(vmi, snap, opts, data)
 			if tc.wantErr != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tc.wantErr)

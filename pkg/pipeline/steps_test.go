@@ -26,10 +26,10 @@ func Domain(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, opts 
 	return NewCall(vmi, opts).domain(snap, domainXML, doc)
 }
 
-func CloudInit(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, opts model.Options, cloudInitData []byte) (data, source []byte, warnings []Warning, err error) {
+func CloudInit(vmi *model.VirtualMachineInstance, snap *downwardapi.Snapshot, opts model.Options, cloudInitData []byte) (data []byte, warnings []Warning, err error) {
 	res, warnings, err := NewCall(vmi, opts).cloudInit(snap, cloudInitData)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	return res.Data, res.NoCloudSource, warnings, nil
+	return res.Data, warnings, nil
 }

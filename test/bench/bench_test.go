@@ -196,7 +196,7 @@ func TestFixtures_AreUnderstoodByTheSidecarsModel(t *testing.T) {
 			require.NoError(t, err)
 			raw, err := json.Marshal(in)
 			require.NoError(t, err)
-			_, _, err = cloudinit.Apply(raw, bound, nic.Interface)
+			_, err = cloudinit.Apply(raw, bound, nic.Interface)
 			assert.NoError(t, err)
 		})
 	}
