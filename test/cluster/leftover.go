@@ -13,6 +13,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/trixietools"
 )
 
 // hostPaths are the host paths kubelet and containerd write whatever their flags say (kubelet's device manager
@@ -65,8 +67,9 @@ func ReadHostState(work string) (HostState, error) {
 	if err != nil {
 		return s, fmt.Errorf("host mounts: %w", err)
 	}
+	others := otherSuitesBuildDirs()
 	for _, line := range strings.Split(string(mounts), "\n") {
-		if f := strings.Fields(line); len(f) > 2 {
+		if f := strings.Fields(line); len(f) > 2 && !underAny(f[1], others) {
 			s.Mounts = append(s.Mounts, fmt.Sprintf("%s (%s %s)", f[1], f[2], f[0]))
 		}
 	}
@@ -124,6 +127,23 @@ func Leftovers(before, after HostState) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// otherSuitesBuildDirs are the caches where the suites `make test` runs beside this one (test/guest, the
+// background prefetch, test-netconvert) build their roots: debootstrap and mmdebstrap mount /proc, /sys and /dev
+// inside a root while they build it, and a build may be under way when the node's check reads the host. Each
+// build holds its cache entry's lock and unmounts its own; none is the node's.
+func otherSuitesBuildDirs() []string {
+	return []string{guestCacheDir(), trixietools.DefaultCacheDir(), "/var/cache/sriov-udn-binding/roots"}
+}
+
+func underAny(path string, dirs []string) bool {
+	for _, d := range dirs {
+		if path == d || strings.HasPrefix(path, strings.TrimSuffix(d, "/")+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // loadedModules lists the kernel's loaded modules by name; a kernel built without module support has no

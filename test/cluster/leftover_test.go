@@ -72,3 +72,11 @@ func TestDeviceNodes_ANewNodeIsALeftover(t *testing.T) {
 	assert.Equal(t, []string{"device " + filepath.Join(root, "vfio") + " d---------"},
 		Leftovers(HostState{Devices: before}, HostState{Devices: after}))
 }
+
+func TestUnderAny_OtherSuitesBuildDirsOnly(t *testing.T) {
+	dirs := []string{"/var/cache/x/guest", "/var/cache/x/tools/"}
+	assert.True(t, underAny("/var/cache/x/guest/abc.build-1/rootfs/proc", dirs))
+	assert.True(t, underAny("/var/cache/x/tools/root-1/sys", dirs))
+	assert.False(t, underAny("/var/cache/x/guest2/proc", dirs), "a sibling with the same prefix")
+	assert.False(t, underAny("/var/cache/x/cluster/root/proc", dirs), "the cluster's own cache stays checked")
+}
