@@ -658,7 +658,7 @@ func TestVM_GuestStatusFlapMigrationRestart(t *testing.T) {
 			if i > 0 { // restore the guest first; stock takes the agent's IPs again
 				from := w.mark()
 				require.NoError(t, unflap(ctx, e, run))
-				vmi, _, err = w.until(ctx, from, "status: the guest agent's report of the restore", 5*time.Minute, func(vmi *kubevirtv1.VirtualMachineInstance) error {
+				_, _, err = w.until(ctx, from, "status: the guest agent's report of the restore", 5*time.Minute, func(vmi *kubevirtv1.VirtualMachineInstance) error {
 					if err := reported(false)(vmi); err != nil {
 						return err
 					}
