@@ -216,14 +216,8 @@ func TestVM_NICHotplugDefect_StockLauncherFailsEverySync_0005Fixes(t *testing.T)
 	})
 
 	t.Run("stock virt-launcher: a hot-plugged bridge NIC attaches only by the map's order, and every sync still fails", func(t *testing.T) {
-		if ok, why := bridgeBindingSupported(ctx); !ok {
-			t.Skip(why)
-		}
 		since := time.Now()
-		require.NoError(t, hotplugNIC(ctx, e, defectVM))
-		t.Cleanup(func() {
-			assert.NoError(t, unplugNIC(ctx, e, defectVM), "KubeVirt: the bridge NIC out of the VM's template")
-		})
+		hotplugged(ctx, t, e, defectVM)
 		// The stand-in published it, so KubeVirt takes it for a NIC to plug (the VMI's status, multus-status).
 		require.NoError(t, e.node.pollFor(ctx, "KubeVirt: "+hotNIC+" in the VMI's status from network-status", 3*time.Minute, time.Second, nil, func() error {
 			vmi, err := vmiNow(ctx, e, defectVM)
@@ -306,13 +300,7 @@ func TestVM_NICHotplugDefect_StockLauncherFailsEverySync_0005Fixes(t *testing.T)
 	})
 
 	t.Run("patched virt-launcher (0005): a hot-plugged bridge NIC reaches the guest, and no sync fails", func(t *testing.T) {
-		if ok, why := bridgeBindingSupported(ctx); !ok {
-			t.Skip(why)
-		}
-		require.NoError(t, hotplugNIC(ctx, e, defectVM))
-		t.Cleanup(func() {
-			assert.NoError(t, unplugNIC(ctx, e, defectVM), "KubeVirt: the bridge NIC out of the VM's template")
-		})
+		hotplugged(ctx, t, e, defectVM)
 		require.NoError(t, e.node.pollFor(ctx, "libvirt: "+hotNIC+" in the domain", 3*time.Minute, time.Second, nil, func() error {
 			dom, err := runningDomain(ctx, e, run)
 			if err != nil {
@@ -366,6 +354,19 @@ func hotplugNIC(ctx context.Context, e *env, vm string) error {
 {"op": "add", "path": "/spec/template/spec/domain/devices/interfaces/-", "value": {"name": %[1]q, "bridge": {}, "macAddress": %[2]q}},
 {"op": "add", "path": "/spec/template/spec/networks/-", "value": {"name": %[1]q, "multus": {"networkName": "hotbr"}}}]`, hotNIC, hotNICMAC))
 	return err
+}
+
+// hotplugged skips the test where the kernel cannot run KubeVirt's bridge binding (bridgeBindingSupported), and
+// otherwise hot-plugs hotNIC into the VM vm, taking it out of the VM's template again when the test ends.
+func hotplugged(ctx context.Context, t *testing.T, e *env, vm string) {
+	t.Helper()
+	if ok, why := bridgeBindingSupported(ctx); !ok {
+		t.Skip(why)
+	}
+	require.NoError(t, hotplugNIC(ctx, e, vm))
+	t.Cleanup(func() {
+		assert.NoError(t, unplugNIC(ctx, e, vm), "KubeVirt: the bridge NIC out of the VM's template")
+	})
 }
 
 // unplugNIC removes hotNIC from the VM's template again (the last interface and network), so the restart's VMI
