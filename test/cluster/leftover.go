@@ -69,7 +69,7 @@ func ReadHostState(work string) (HostState, error) {
 	}
 	others := otherSuitesBuildDirs()
 	for _, line := range strings.Split(string(mounts), "\n") {
-		if f := strings.Fields(line); len(f) > 2 && !underAny(f[1], others) {
+		if f := strings.Fields(line); len(f) > 2 && !underAny(f[1], others) && !otherSuitesNetns(f[1]) {
 			s.Mounts = append(s.Mounts, fmt.Sprintf("%s (%s %s)", f[1], f[2], f[0]))
 		}
 	}
@@ -135,6 +135,22 @@ func Leftovers(before, after HostState) []string {
 // build holds its cache entry's lock and unmounts its own; none is the node's.
 func otherSuitesBuildDirs() []string {
 	return []string{guestCacheDir(), trixietools.DefaultCacheDir(), "/var/cache/sriov-udn-binding/roots"}
+}
+
+// otherSuitesNetns says whether the mount point is a named network namespace that is not the node's, or
+// iproute2's directory of them: `ip netns add` (test/guest's VF peers, beside this suite) bind-mounts each
+// namespace under /run/netns, and mounts that directory itself the first time it runs on the host. The node's
+// pods' namespaces are containerd's, named cni-<uuid>, and stay checked.
+func otherSuitesNetns(target string) bool {
+	for _, dir := range []string{"/run/netns", "/var/run/netns"} {
+		if target == dir {
+			return true
+		}
+		if name, ok := strings.CutPrefix(target, dir+"/"); ok {
+			return !strings.HasPrefix(name, "cni-")
+		}
+	}
+	return false
 }
 
 func underAny(path string, dirs []string) bool {

@@ -80,3 +80,11 @@ func TestUnderAny_OtherSuitesBuildDirsOnly(t *testing.T) {
 	assert.False(t, underAny("/var/cache/x/guest2/proc", dirs), "a sibling with the same prefix")
 	assert.False(t, underAny("/var/cache/x/cluster/root/proc", dirs), "the cluster's own cache stays checked")
 }
+
+func TestOtherSuitesNetns_OnlyTheNodesPodNamespacesChecked(t *testing.T) {
+	assert.True(t, otherSuitesNetns("/run/netns"), "iproute2's directory")
+	assert.True(t, otherSuitesNetns("/run/netns/sriovudn-123-two"), "test/guest's VF peer")
+	assert.False(t, otherSuitesNetns("/run/netns/cni-5f1c2e1a-0c1d-4f6e-9a43-2b7d9b0a1e55"), "a pod's, containerd's name")
+	assert.False(t, otherSuitesNetns("/var/run/netns/cni-1"), "a pod's, by the other path")
+	assert.False(t, otherSuitesNetns("/run/netnsx/a"))
+}
