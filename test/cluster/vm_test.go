@@ -467,22 +467,39 @@ const (
 // would stop a child of its own): virt-launcher polls the agent's interfaces at once when it connects, then 10 s
 // later, doubling up to 120 s (pkg/virt-launcher/virtwrap/agent-poller), so the change reaches the status in
 // seconds, not minutes.
+//
+// The no-address flap must stay without addresses until unflap: the kernel gives an up link its link-local
+// address again on the next carrier or address-generation change, and networkd (socket-activated by any
+// rtnetlink traffic) may set the generation mode again. So networkd and its socket stop first, the link's
+// generation mode is kept in flapGenMode and set to none, and only then are the addresses flushed; unflap puts
+// the mode back before the link goes down and up.
 func flap(ctx context.Context, e *env, run *guestRun, kind flapKind) error {
-	scope := " scope global"
+	flush := fmt.Sprintf("ip -4 addr flush dev %[1]s; ip -6 addr flush dev %[1]s scope global", run.vfDev)
 	if kind == noAddress {
-		scope = ""
+		flush = fmt.Sprintf("systemctl stop systemd-networkd.socket systemd-networkd.service; "+
+			"cat %[2]s > %[3]s; ip link set dev %[1]s addrgenmode none; ip -4 addr flush dev %[1]s; ip -6 addr flush dev %[1]s",
+			run.vfDev, genModeSysctl(run.vfDev), flapGenMode)
 	}
-	return guestExec(ctx, e, run, fmt.Sprintf("ip -4 addr flush dev %[1]s; ip -6 addr flush dev %[1]s%[4]s; "+
-		"ip link add %[2]s type dummy || ip link add %[2]s type veth peer name %[2]s-p; ip link set %[2]s up; %[3]s",
-		run.vfDev, flapMark, restartAgent(2), scope))
+	return guestExec(ctx, e, run, fmt.Sprintf("%[1]s; ip link add %[2]s type dummy || ip link add %[2]s type veth peer name %[2]s-p; "+
+		"ip link set %[2]s up; %[3]s", flush, flapMark, restartAgent(2)))
 }
 
 func unflap(ctx context.Context, e *env, run *guestRun) error {
 	// The link goes down and up first: the kernel gives it its link-local address again only then. The agent
 	// restarts once networkd has configured the link again, so that a flap after the agent's report is not undone
 	// by networkd's configuration still under way.
-	return guestExec(ctx, e, run, fmt.Sprintf("ip link del %[1]s; ip link set %[2]s down; ip link set %[2]s up; systemctl restart systemd-networkd; "+
-		"/lib/systemd/systemd-networkd-wait-online -i %[2]s --timeout=60; %[3]s", flapMark, run.vfDev, restartAgent(5)))
+	return guestExec(ctx, e, run, fmt.Sprintf("ip link del %[1]s; if [ -e %[4]s ]; then cat %[4]s > %[5]s; rm %[4]s; fi; "+
+		"ip link set %[2]s down; ip link set %[2]s up; systemctl restart systemd-networkd; "+
+		"/lib/systemd/systemd-networkd-wait-online -i %[2]s --timeout=60; %[3]s",
+		flapMark, run.vfDev, restartAgent(5), flapGenMode, genModeSysctl(run.vfDev)))
+}
+
+// flapGenMode is the guest's file that keeps the VF's IPv6 address generation mode through a no-address flap.
+const flapGenMode = "/run/flap-addrgenmode"
+
+// genModeSysctl is the guest's sysctl file of dev's IPv6 address generation mode.
+func genModeSysctl(dev string) string {
+	return "/proc/sys/net/ipv6/conf/" + dev + "/addr_gen_mode"
 }
 
 // guestVF reads the VF's link in the guest now (`ip -j addr` through the guest agent).
