@@ -72,7 +72,9 @@ check-build: ## fail unless $(BIN) is static, serves grpc-go with KubeVirt's own
 
 # The guest boots (TCG: one qemu thread per guest) run beside the suites after test-integration (.ci/beside), which
 # leave a core idle for minutes (KubeVirt's ginkgo packages one at a time, kube-apiserver's link); the guest log is
-# printed whole when it ends, and either side failing fails make test after both have run.
+# printed whole when it ends, and either side failing fails make test after both have run. The lane of the guest
+# boots ends long before the other, so it also runs test-controlplane's Kubernetes 1.36.3 (its own build of
+# Kubernetes: no compile shared with 1.34.2), with a kubectl of its own (the main lane may be running bin/kubectl).
 test: ## every test: unit, integration (KubeVirt hook Manager, kubelet AtomicWriter, cloud-init), guest boot, libvirt's checks
 	go vet ./...
 	go test -race -count=1 ./...
@@ -81,8 +83,8 @@ test: ## every test: unit, integration (KubeVirt hook Manager, kubelet AtomicWri
 	$(MAKE) test-vet-matrix
 	rm -rf $(DOMAIN_RECORD_DIR)
 	SRIOV_UDN_DOMAIN_RECORD_DIR=$(DOMAIN_RECORD_DIR) $(MAKE) test-integration
-	.ci/beside bin/test-guest.log 'SRIOV_UDN_DOMAIN_RECORD_DIR=$(DOMAIN_RECORD_DIR) $(MAKE) --no-print-directory test-guest' \
-	  '$(MAKE) test-manifests && $(MAKE) test-kubevirt-patches && $(MAKE) test-controlplane && $(MAKE) test-docs && $(MAKE) test-plugin && $(MAKE) test-container && $(MAKE) test-release && $(MAKE) test-cluster'
+	.ci/beside bin/test-guest.log 'rc=0; SRIOV_UDN_DOMAIN_RECORD_DIR=$(DOMAIN_RECORD_DIR) $(MAKE) --no-print-directory test-guest || rc=$$?; $(MAKE) --no-print-directory test-controlplane KUBE_VERSIONS=1.36.3 KUBECTL=$(CURDIR)/bin/kubectl-beside || rc=$$?; exit $$rc' \
+	  '$(MAKE) test-manifests && $(MAKE) test-kubevirt-patches && $(MAKE) test-controlplane KUBE_VERSIONS=1.34.2 && $(MAKE) test-docs && $(MAKE) test-plugin && $(MAKE) test-container && $(MAKE) test-release && $(MAKE) test-cluster'
 	SRIOV_UDN_DOMAIN_RECORD_DIR=$(DOMAIN_RECORD_DIR) $(MAKE) test-libvirt
 
 test-unit: ## unit tests of the sidecar module only, under the race detector
@@ -101,8 +103,8 @@ DOMAIN_RECORD_DIR ?= $(CURDIR)/bin/recorded-domains
 # KubeVirt v1.8.4 from the module cache (both cached under /var/cache/sriov-udn-binding/cluster), etcd, containerd,
 # libvirt and qemu from trixie roots, the node in namespaces of this host; torn down after the tests, then the host
 # is checked for anything it left. Needs root (without it the suite skips, saying so). `make test` runs it last in
-# the lane beside the guest boots: its cold builds (Kubernetes, KubeVirt) reuse nothing of the other suites' (other
-# flags and trees), and its VMs boot under TCG like test-guest's.
+# the lane beside the guest boots: its Kubernetes build mostly links (test-controlplane compiled it with the same
+# command line), its patched virt-handler reuses test-kubevirt-patches' compile, and its VMs boot under TCG like test-guest's.
 test-cluster: ## the registry-free single-node Kubernetes cluster of test/cluster (node in namespaces, no registry); needs root
 	cd test && SRIOV_UDN_CLUSTER=1 go test -count=1 -v -timeout 60m ./cluster/
 
@@ -230,32 +232,41 @@ test-manifests: ## manifests decode strictly and kustomize builds, per KubeVirt 
 	$(call for_kubevirt,./manifests,,go vet $$mf $$pkgs && go test $$mf -count=1 -skip '^TestRelease' $$pkgs,test/manifests)
 
 # The kube-apiservers test-controlplane runs, and the kubectl the docs' blocks run with, each built once from
-# its module's `tool` (test/go.mod: Kubernetes 1.34.2 and kubectl; test/controlplane/kube-apiserver-v1.36:
-# 1.36.3, the first release that serves MutatingAdmissionPolicy v1 at its defaults), whatever KubeVirt version
-# the tests link: Kubernetes' server is compiled once per Kubernetes version, not once per KubeVirt version, and
-# Go's build cache keeps it.
+# its module's `tool` (test/cluster/kubernetes: Kubernetes 1.34.2's kube-apiserver and kubectl;
+# test/controlplane/kube-apiserver-v1.36: 1.36.3, the first release that serves MutatingAdmissionPolicy v1 at its
+# defaults), whatever KubeVirt version the tests link. The 1.34.2 pair is built with the command line of
+# test/cluster's BuildKubernetes (module, -trimpath, CGO_ENABLED=0, version ldflags; its
+# TestMakefile_BuildsKubernetesAsTheCluster holds them together), so Go's build cache serves the cluster's own
+# build of Kubernetes: it compiles once.
 KUBE_APISERVER      ?= $(CURDIR)/bin/kube-apiserver
 KUBE_APISERVER_1_36 ?= $(CURDIR)/bin/kube-apiserver-v1.36.3
 KUBECTL             ?= $(CURDIR)/bin/kubectl
+KUBERNETES_LDFLAGS  := -s -w -X k8s.io/component-base/version.gitVersion=v1.34.2 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=34
+# build_kubernetes_tool BINARY OUT: one binary of test/cluster/kubernetes, as test/cluster builds it.
+build_kubernetes_tool = (cd test/cluster/kubernetes && CGO_ENABLED=0 go build -trimpath -ldflags '$(KUBERNETES_LDFLAGS)' -o $(2) k8s.io/kubernetes/cmd/$(1))
+
+# KUBE_VERSIONS: the Kubernetes releases test-controlplane runs; each kube-apiserver is built only when its
+# release is among them. `make test` runs 1.34.2 in its main lane and 1.36.3 beside the guest boots.
+KUBE_VERSIONS ?= 1.34.2 1.36.3
 
 define build_controlplane_tools
-	@set -euo pipefail; cd test; \
-	  start=$$(date +%s); go build -o $(KUBE_APISERVER) k8s.io/kubernetes/cmd/kube-apiserver; \
-	  echo "== kube-apiserver $$(go list -m -f '{{.Version}}' k8s.io/kubernetes) built once for every KubeVirt version in $$(( $$(date +%s) - start )) s: $(KUBE_APISERVER)"; \
-	  start=$$(date +%s); (cd controlplane/kube-apiserver-v1.36 && go build -o $(KUBE_APISERVER_1_36) k8s.io/kubernetes/cmd/kube-apiserver); \
-	  echo "== kube-apiserver $$(cd controlplane/kube-apiserver-v1.36 && go list -m -f '{{.Version}}' k8s.io/kubernetes) built once for every KubeVirt version in $$(( $$(date +%s) - start )) s: $(KUBE_APISERVER_1_36)"; \
-	  start=$$(date +%s); go build -o $(KUBECTL) k8s.io/kubernetes/cmd/kubectl; \
-	  echo "== kubectl $$(go list -m -f '{{.Version}}' k8s.io/kubernetes) built in $$(( $$(date +%s) - start )) s: $(KUBECTL)"
+	@set -euo pipefail; \
+	  if [ -n "$(filter 1.34.2,$(KUBE_VERSIONS))" ]; then start=$$(date +%s); $(call build_kubernetes_tool,kube-apiserver,$(KUBE_APISERVER)); \
+	  echo "== kube-apiserver $$(cd test/cluster/kubernetes && go list -m -f '{{.Version}}' k8s.io/kubernetes) built once for every KubeVirt version and the cluster in $$(( $$(date +%s) - start )) s: $(KUBE_APISERVER)"; fi; \
+	  if [ -n "$(filter 1.36.3,$(KUBE_VERSIONS))" ]; then start=$$(date +%s); (cd test/controlplane/kube-apiserver-v1.36 && go build -o $(KUBE_APISERVER_1_36) k8s.io/kubernetes/cmd/kube-apiserver); \
+	  echo "== kube-apiserver $$(cd test/controlplane/kube-apiserver-v1.36 && go list -m -f '{{.Version}}' k8s.io/kubernetes) built once for every KubeVirt version in $$(( $$(date +%s) - start )) s: $(KUBE_APISERVER_1_36)"; fi; \
+	  start=$$(date +%s); $(call build_kubernetes_tool,kubectl,$(KUBECTL)); \
+	  echo "== kubectl $$(cd test/cluster/kubernetes && go list -m -f '{{.Version}}' k8s.io/kubernetes) built in $$(( $$(date +%s) - start )) s: $(KUBECTL)"
 endef
 
 test-controlplane: ## manifests/ on real kube-apiservers 1.34.2 and 1.36.3 + etcd: docs/install.md's kubectl commands, every policy verdict, the launcher pod KubeVirt renders, per KubeVirt version
 	$(build_controlplane_tools)
-	$(call for_kubevirt,./controlplane,,export SRIOV_UDN_KUBE_APISERVER=$(KUBE_APISERVER) SRIOV_UDN_KUBE_APISERVER_1_36=$(KUBE_APISERVER_1_36) SRIOV_UDN_KUBECTL=$(KUBECTL) && go vet $$mf $$pkgs && go test $$mf -count=1 -timeout 30m -skip '^TestDocs_' $$pkgs,test/controlplane)
+	$(call for_kubevirt,./controlplane,,export SRIOV_UDN_KUBE_VERSIONS="$(KUBE_VERSIONS)" SRIOV_UDN_KUBE_APISERVER=$(KUBE_APISERVER) SRIOV_UDN_KUBE_APISERVER_1_36=$(KUBE_APISERVER_1_36) SRIOV_UDN_KUBECTL=$(KUBECTL) && go vet $$mf $$pkgs && go test $$mf -count=1 -timeout 30m -skip '^TestDocs_' $$pkgs,test/controlplane)
 
 # Once, against test/go.mod's KubeVirt (the docs do not depend on it): the same test binary as
 # test-controlplane's first run, so after it nothing compiles again.
 test-docs: ## the docs' shell blocks: each marked; the `here` ones run in a copy of the repository (make demo, render, kubectl kustomize), `cluster` ones parsed; links, make targets, each page says who it is for (the `controlplane` ones run in test-controlplane)
-	@set -euo pipefail; cd test; start=$$(date +%s); go build -o $(KUBECTL) k8s.io/kubernetes/cmd/kubectl; \
+	@set -euo pipefail; start=$$(date +%s); $(call build_kubernetes_tool,kubectl,$(KUBECTL)); \
 	  echo "== kubectl built in $$(( $$(date +%s) - start )) s: $(KUBECTL)"
 	cd test && SRIOV_UDN_KUBECTL=$(KUBECTL) go test -count=1 -timeout 20m -v -run '^TestDocs_' ./controlplane
 

@@ -36,6 +36,17 @@ func kubernetesBinaries() []string {
 // kubernetesVersion is what the binaries report (component-base's version variables), k8s.io/kubernetes' own.
 const kubernetesVersion = "v1.34.2"
 
+// kubernetesLDFlags stamp the binaries with kubernetesVersion, as Kubernetes' own release build does.
+const kubernetesLDFlags = "-s -w -X k8s.io/component-base/version.gitVersion=" + kubernetesVersion +
+	" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=34"
+
+// kubernetesBuildArgs are go's arguments that build binary b of test/cluster/kubernetes into out (run in that
+// module with CGO_ENABLED=0). The Makefile builds test-controlplane's kube-apiserver and kubectl with the same
+// ones, so that Go's build cache serves both; TestMakefile_BuildsKubernetesAsTheCluster holds them together.
+func kubernetesBuildArgs(b, out string) []string {
+	return []string{"build", "-trimpath", "-ldflags", kubernetesLDFlags, "-o", out, "k8s.io/kubernetes/cmd/" + b}
+}
+
 // BuildKubernetes builds the Kubernetes binaries from test/cluster/kubernetes into a cache entry keyed by that
 // module's go.mod and go.sum, and returns its directory; a complete entry is reused.
 func BuildKubernetes(ctx context.Context, moduleDir string, logf func(string, ...any)) (string, error) {
@@ -63,11 +74,9 @@ func BuildKubernetes(ctx context.Context, moduleDir string, logf func(string, ..
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("create %s: %w", dir, err)
 	}
-	ldflags := "-s -w -X k8s.io/component-base/version.gitVersion=" + kubernetesVersion +
-		" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=34"
 	for _, b := range kubernetesBinaries() {
 		start := time.Now()
-		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", ldflags, "-o", filepath.Join(dir, b), "k8s.io/kubernetes/cmd/"+b)
+		cmd := exec.CommandContext(ctx, "go", kubernetesBuildArgs(b, filepath.Join(dir, b))...)
 		cmd.Dir = moduleDir
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {

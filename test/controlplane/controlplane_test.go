@@ -36,9 +36,10 @@ const baseKubeVirt = `{
   }
 }`
 
-// TestControlPlane runs the whole suite on each Kubernetes release of kubeVersions, one cluster lifetime each.
+// TestControlPlane runs the whole suite on each Kubernetes release of kubeVersions (those selected), one
+// cluster lifetime each.
 func TestControlPlane(t *testing.T) {
-	for _, k := range kubeVersions {
+	for _, k := range selectedKubeVersions(t) {
 		t.Run("Kubernetes "+k.name, func(t *testing.T) { testControlPlane(t, k) })
 	}
 }

@@ -1,5 +1,5 @@
 // Package controlplane tests manifests/ against a real control plane, once per Kubernetes release users run:
-// kube-apiserver 1.34.2 (cmd/kube-apiserver of this module's k8s.io/kubernetes, its `tool`), started with only
+// kube-apiserver 1.34.2 (test/cluster/kubernetes' `tool`, the build the cluster runs), started with only
 // the feature gate and API version docs/install.md tells users of 1.34/1.35 to enable, and 1.36.3 (the module
 // kube-apiserver-v1.36 beside this one) at its defaults; each runs as a child process on an etcd embedded in
 // the test (go.etcd.io/etcd/server/v3), with the real KubeVirt and NetworkAttachmentDefinition CRDs;
@@ -10,5 +10,5 @@
 // are tested here too (docs_test.go, `make test-docs`).
 //
 // It is a package of the test/ module, whose replace pins make k8s.io/kubernetes and kubevirt.io/kubevirt
-// importable (docs/development.md "Layout"); its kube-apiserver 1.34.2 and kubectl are that module's tools.
+// importable (docs/development.md "Layout").
 package controlplane

@@ -354,7 +354,7 @@ func copyRepo(t *testing.T) string {
 	return dst
 }
 
-// kubectlEnv names a kubectl built from this module's k8s.io/kubernetes (the `tool` in go.mod);
+// kubectlEnv names a kubectl built from kubernetesModule (test/cluster/kubernetes, a `tool` in its go.mod);
 // `make test-controlplane` and `make test-docs` build it once. Unset, the suite builds it itself.
 const kubectlEnv = "SRIOV_UDN_KUBECTL"
 
@@ -365,7 +365,9 @@ func toolPath(t *testing.T) string {
 	if bin == "" {
 		bin = filepath.Join(t.TempDir(), "kubectl")
 		start := time.Now()
-		out, err := exec.Command("go", "build", "-o", bin, "k8s.io/kubernetes/cmd/kubectl").CombinedOutput()
+		cmd := exec.Command("go", "build", "-o", bin, "k8s.io/kubernetes/cmd/kubectl")
+		cmd.Dir = kubernetesModule
+		out, err := cmd.CombinedOutput()
 		require.NoErrorf(t, err, "go build k8s.io/kubernetes/cmd/kubectl (set %s to skip):\n%s", kubectlEnv, out)
 		t.Logf("built kubectl in %v (%s unset)", time.Since(start).Round(time.Second), kubectlEnv)
 	}

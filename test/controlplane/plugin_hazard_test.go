@@ -45,13 +45,13 @@ func withHostDevice(t *testing.T, obj *unstructured.Unstructured) {
 // and the Plugin, a VM with one and anything with hostDevices is admitted with a warning, a VM with one can
 // still be updated (stopped), and our own VMs pass untouched; once the Plugin is deleted (the policy being
 // live, as the denial showed), nothing is checked.
-// Its own servers, one per Kubernetes version of the suite (kubeVersions).
+// Its own servers, one per Kubernetes version of the suite (kubeVersions, those selected).
 func TestPluginHazardPolicy_V190_VerdictsWhileAPluginExists(t *testing.T) {
 	version := kubevirtTag(t)
 	if !hasPluginAPI(version) {
 		t.Skipf("KubeVirt %s has no Plugin API, so no Plugin CR and no hazard (#18861 is v1.9.0's): make test-controlplane runs this on v1.9.0", version)
 	}
-	for _, k := range kubeVersions {
+	for _, k := range selectedKubeVersions(t) {
 		t.Run("Kubernetes "+k.name, func(t *testing.T) { hazardVerdicts(t, version, k) })
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -69,7 +70,7 @@ func docsServerFlags(t *testing.T) []string {
 type kubeVersion struct {
 	name  string // the release, e.g. "1.34.2"
 	minor string // "1.34": the docs' blocks marked controlplane-<minor> are for it
-	// binaryEnv names a kube-apiserver built from module (the `tool` in its go.mod); `make test-controlplane`
+	// binaryEnv names a kube-apiserver built from module (a `tool` in its go.mod); `make test-controlplane`
 	// builds each once for every KubeVirt version, since the server is the same whichever KubeVirt the tests
 	// link. Unset, the suite builds it itself.
 	binaryEnv, module string
@@ -89,13 +90,39 @@ const (
 // 1.36 (v1, GA, v1beta1 off: the first release users run without flags).
 var kubeVersions = []kubeVersion{
 	{
-		name: "1.34.2", minor: "1.34", binaryEnv: kubeAPIServerEnv, module: ".", flags: docsServerFlags,
+		name: "1.34.2", minor: "1.34", binaryEnv: kubeAPIServerEnv, module: kubernetesModule, flags: docsServerFlags,
 		mapVersion: "v1beta1", component: filepath.Join(manifestsDir, "components", "kubernetes-1.34-1.35"),
 	},
 	{
 		name: "1.36.3", minor: "1.36", binaryEnv: kubeAPIServer136Env, module: "kube-apiserver-v1.36",
 		flags: func(*testing.T) []string { return nil }, mapVersion: "v1",
 	},
+}
+
+// kubernetesModule is test/cluster's tools-only Kubernetes v1.34.2 module, whose kube-apiserver and kubectl
+// this suite runs: the cluster runs the same build.
+var kubernetesModule = filepath.Join("..", "cluster", "kubernetes")
+
+// kubeVersionsEnv selects, by name and separated by spaces, the releases of kubeVersions a run covers; unset,
+// it covers all. `make test` runs 1.34.2 in its main lane and 1.36.3 beside the guest boots, whose lane has
+// room for 1.36.3's own build of Kubernetes (docs/development.md "CI").
+const kubeVersionsEnv = "SRIOV_UDN_KUBE_VERSIONS"
+
+// selectedKubeVersions are the releases of kubeVersions that kubeVersionsEnv selects; a name that is none of
+// them fails the test.
+func selectedKubeVersions(t *testing.T) []kubeVersion {
+	t.Helper()
+	names := strings.Fields(os.Getenv(kubeVersionsEnv))
+	if len(names) == 0 {
+		return kubeVersions
+	}
+	var out []kubeVersion
+	for _, n := range names {
+		i := slices.IndexFunc(kubeVersions, func(k kubeVersion) bool { return k.name == n })
+		require.GreaterOrEqualf(t, i, 0, "%s=%q: no Kubernetes release %q in this suite", kubeVersionsEnv, os.Getenv(kubeVersionsEnv), n)
+		out = append(out, kubeVersions[i])
+	}
+	return out
 }
 
 // kubeAPIServerBinary returns the kube-apiserver of k to run: $<binaryEnv>, or one built now from k's
