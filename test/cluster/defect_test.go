@@ -288,12 +288,7 @@ func TestVM_NICHotplugDefect_StockLauncherFailsEverySync_0005Fixes(t *testing.T)
 		line, carrier, err := guestLink(ctx, e, run, guestPodMAC)
 		require.NoError(t, err)
 		assert.False(t, carrier, "guest: the pod NIC has carrier: %s", line)
-		n, msg, err := syncFailures(ctx, e, uid)
-		require.NoError(t, err)
-		assert.Zero(t, n, "SyncFailed events of the VMI on the patched virt-launcher; the newest: %s", msg)
-		attempts, err := hotplugAttempts(ctx, e, run, "udn-vf", time.Time{})
-		require.NoError(t, err)
-		assert.Zero(t, attempts, "virt-launcher with 0005 picked our interface for NIC hot-plug")
+		patchedSyncsClean(ctx, t, e, run, uid)
 		dom, err := runningDomain(ctx, e, run)
 		require.NoError(t, err)
 		assert.Nil(t, domainInterface(dom, "ua-udn-vf"), "an <interface> carries the VF interface's alias")
@@ -323,12 +318,7 @@ func TestVM_NICHotplugDefect_StockLauncherFailsEverySync_0005Fixes(t *testing.T)
 		st := hotNICStatus(vmi)
 		require.NotNil(t, st, "KubeVirt: %s in the VMI's status", hotNIC)
 		assert.Equal(t, hotNICMAC, st.MAC)
-		n, msg, err := syncFailures(ctx, e, uid)
-		require.NoError(t, err)
-		assert.Zero(t, n, "SyncFailed events of the VMI on the patched virt-launcher; the newest: %s", msg)
-		attempts, err := hotplugAttempts(ctx, e, run, "udn-vf", time.Time{})
-		require.NoError(t, err)
-		assert.Zero(t, attempts, "virt-launcher with 0005 picked our interface for NIC hot-plug")
+		patchedSyncsClean(ctx, t, e, run, uid)
 	})
 }
 
@@ -417,4 +407,16 @@ func imageID(pod *corev1.Pod, name string) string {
 		}
 	}
 	return ""
+}
+
+// patchedSyncsClean asserts what 0005 gives a VM with our binding: no SyncFailed event of the VMI (uid), and
+// no hot-plug attempt of our interface in virt-launcher's log.
+func patchedSyncsClean(ctx context.Context, t *testing.T, e *env, run *guestRun, uid string) {
+	t.Helper()
+	n, msg, err := syncFailures(ctx, e, uid)
+	require.NoError(t, err)
+	assert.Zero(t, n, "SyncFailed events of the VMI on the patched virt-launcher; the newest: %s", msg)
+	attempts, err := hotplugAttempts(ctx, e, run, "udn-vf", time.Time{})
+	require.NoError(t, err)
+	assert.Zero(t, attempts, "virt-launcher with 0005 picked our interface for NIC hot-plug")
 }
