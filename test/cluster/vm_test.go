@@ -469,8 +469,8 @@ const (
 // seconds, not minutes.
 //
 // The no-address flap must stay without addresses until unflap: the kernel gives an up link its link-local
-// address again on the next carrier or address-generation change, and networkd (socket-activated by any
-// rtnetlink traffic) may set the generation mode again. So networkd and its socket stop first, the link's
+// address again when its address-generation mode is written or the link goes down and up (not on a carrier
+// change), and networkd (socket-activated by any rtnetlink traffic) may set the generation mode again. So networkd and its socket stop first, the link's
 // generation mode is kept in flapGenMode and set to none, and only then are the addresses flushed; unflap puts
 // the mode back before the link goes down and up.
 func flap(ctx context.Context, e *env, run *guestRun, kind flapKind) error {

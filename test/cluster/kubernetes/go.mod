@@ -3,7 +3,8 @@
 // KubeVirt's manifests. A module of its own, as
 // test/controlplane/kube-apiserver-v1.36 is: k8s.io/kubernetes' staging modules must all be at its version
 // (v0.34.2), and kubelet needs modules (cadvisor, the container runtimes' clients) that no other module of the
-// project should carry. No Go files: only the `tool` lines, which test/cluster builds once into its cache.
+// project should carry. No Go files: only the `tool` lines, which test/cluster builds once into its cache;
+// `make test-controlplane` builds its kube-apiserver and kubectl from here with the same command line.
 // The replace block is k8s.io/kubernetes@v1.34.2's own, each ./staging/src/k8s.io/X mapped to k8s.io/X v0.34.2.
 module github.com/sriov-udn-binding/sriov-udn-binding/test/cluster/kubernetes
 
