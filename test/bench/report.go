@@ -217,15 +217,15 @@ func (r *Result) largestRows(row func(...string)) {
 	if l == nil {
 		return
 	}
-	row(fmt.Sprintf("peak RSS, largest legal inputs (%d NICs, %d KiB annotations)", l.NICs, l.AnnotationBytes>>10), mib(l.PeakRSSKiB), "-", "-", "<= "+mib(PeakRSSLimitKiB))
-	row("  after 1 MiB networkData (each format), 1 MiB Secret user data (HTML, control bytes, non-ASCII)", mib(l.BeforeDomainKiB), "-", "-", "-")
+	row(fmt.Sprintf("peak RSS, largest legal inputs (%d NICs, %d KiB annotations)", l.NICs, l.AnnotationBytes>>10), mib(l.PeakRSSKiB), "-", "-", "<= "+mib(LegalPeakRSSKiB))
+	row("  after 1 MiB networkData (each format), 1 MiB Secret user data (each escape-heavy class)", mib(l.BeforeDomainKiB), "-", "-", "-")
 	row(fmt.Sprintf("  after OnDefineDomain, %.1f MiB domain", float64(l.DomainBytes)/(1<<20)), mib(l.PeakRSSKiB), "-", "-", "-")
 	if lr := l.LargestRequest; lr.Name != "" {
 		verdict := "refused, naming its fields, size and limit"
 		if lr.Accepted {
 			verdict = "accepted"
 		}
-		row("peak RSS, largest request ("+lr.Name+"): "+verdict, mib(lr.PeakAfterKiB), "-", "-", "<= "+mib(PeakRSSLimitKiB))
+		row("peak RSS, largest request ("+lr.Name+"): "+verdict, mib(lr.PeakAfterKiB), "-", "-", "<= "+mib(LegalPeakRSSKiB))
 	}
 }
 

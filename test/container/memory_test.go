@@ -78,7 +78,7 @@ func TestContainer_LargestLegalInputs_StayWithinTheDocumentedMemoryLimit(t *test
 	assert.Contains(t, lr.Error, "bytes the sidecar decodes")
 	// The figures must have been read: -1 would make every bound below hold by itself.
 	require.Positivef(t, after.PeakBytes, "the cgroup's %s was read", peakFile(cg))
-	assert.LessOrEqual(t, after.PeakBytes, int64(documentedLimit))
+	assert.LessOrEqual(t, after.PeakBytes, int64(bench.LegalPeakBytes), "the peak leaves the documented limit 15%% headroom (%d bytes)", bench.LegalPeakBytes)
 	if after.LimitHits >= 0 {
 		// Reached never: the kernel did not have to reclaim the sidecar's pages to keep it inside the limit.
 		assert.Zero(t, after.LimitHits, "memory.failcnt: the limit was reached")
