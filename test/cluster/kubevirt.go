@@ -252,11 +252,22 @@ func (n *Node) tagImage(ctx context.Context, image, name string) error {
 // IfNotPresent, so kubelet takes the local image), deletes the running virt-handler pod and waits until its
 // DaemonSet's new pod is ready. The operator sees its own DaemonSet unchanged and leaves it.
 func (n *Node) UseVirtHandler(ctx context.Context, image string) error {
+	return n.RestartVirtHandler(ctx, image, nil)
+}
+
+// RestartVirtHandler is UseVirtHandler that runs meanwhile (unless nil) once the old pod is gone, while its
+// successor starts: what happens on the node while no virt-handler watches it.
+func (n *Node) RestartVirtHandler(ctx context.Context, image string, meanwhile func() error) error {
 	if err := n.tagImage(ctx, image, virtHandlerImage); err != nil {
 		return err
 	}
 	if _, err := n.Kube().Run(ctx, nil, "-n", "kubevirt", "delete", "pod", "-l", "kubevirt.io=virt-handler", "--wait=true", "--timeout=2m"); err != nil {
 		return fmt.Errorf("virt-handler %s: %w", image, err)
+	}
+	if meanwhile != nil {
+		if err := meanwhile(); err != nil {
+			return err
+		}
 	}
 	return n.waitFor(ctx, "virt-handler ready on "+image, 4*time.Minute, nil, func() error {
 		out, err := n.Kube().Run(ctx, nil, "-n", "kubevirt", "get", "pod", "-l", "kubevirt.io=virt-handler", "-o",

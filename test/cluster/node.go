@@ -650,17 +650,9 @@ type ContainerMemory struct {
 // container status without its "containerd://") under kubelet's cgroupRoot.
 func (n *Node) ContainerMemory(id string) (ContainerMemory, error) {
 	var m ContainerMemory
-	var dir string
-	base := filepath.Join("/sys/fs/cgroup/memory", cgroupRoot)
-	_ = filepath.WalkDir(base, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() && d.Name() == id {
-			dir = p
-			return filepath.SkipAll
-		}
-		return nil
-	})
-	if dir == "" {
-		return m, fmt.Errorf("no memory cgroup of container %s under %s", id, base)
+	dir, err := containerCgroup(id)
+	if err != nil {
+		return m, err
 	}
 	for f, v := range map[string]*int64{"memory.usage_in_bytes": &m.Usage, "memory.max_usage_in_bytes": &m.MaxUsage, "memory.limit_in_bytes": &m.Limit} {
 		b, err := os.ReadFile(filepath.Join(dir, f))
@@ -685,4 +677,22 @@ func (n *Node) ContainerMemory(id string) (ContainerMemory, error) {
 		}
 	}
 	return m, nil
+}
+
+// containerCgroup is the memory cgroup directory of the container with the runtime's ID id under kubelet's
+// cgroupRoot.
+func containerCgroup(id string) (string, error) {
+	var dir string
+	base := filepath.Join("/sys/fs/cgroup/memory", cgroupRoot)
+	_ = filepath.WalkDir(base, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && d.Name() == id {
+			dir = p
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	if dir == "" {
+		return "", fmt.Errorf("no memory cgroup of container %s under %s", id, base)
+	}
+	return dir, nil
 }

@@ -381,7 +381,7 @@ func checkGuestMTUAndResolver(ctx context.Context, t *testing.T, e *env, run *gu
 }
 
 // guestExec runs a shell command in the guest through QEMU's guest agent (guest-exec, from the compute
-// container's virsh), without waiting for it to finish: the command may take the guest's network down.
+// container's virsh), without waiting for it to finish: the command may restart the agent itself.
 func guestExec(ctx context.Context, e *env, run *guestRun, script string) error {
 	_, err := agentCommand(ctx, e, run, map[string]any{"execute": "guest-exec", "arguments": map[string]any{
 		"path": "/bin/sh", "arg": []string{"-c", script}}})
@@ -413,8 +413,13 @@ func guestOutput(ctx context.Context, e *env, run *guestRun, script string) (str
 			ErrData  []byte `json:"err-data"`
 		} `json:"return"`
 	}
-	err = e.node.pollFor(ctx, "guest: "+script+" exited", time.Minute, 200*time.Millisecond, nil, func() error {
+	var forgotten error // the agent restarted: it knows the PID no more
+	err = e.node.pollFor(ctx, "guest: "+script+" exited", 2*time.Minute, 200*time.Millisecond, nil, func() error {
 		out, err := agentCommand(ctx, e, run, map[string]any{"execute": "guest-exec-status", "arguments": map[string]any{"pid": started.Return.PID}})
+		if err != nil && strings.Contains(err.Error(), "Invalid parameter 'pid'") {
+			forgotten = err
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -426,8 +431,11 @@ func guestOutput(ctx context.Context, e *env, run *guestRun, script string) (str
 		}
 		return nil
 	})
+	if err == nil {
+		err = forgotten
+	}
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("guest: %q: %w", script, err)
 	}
 	if status.Return.ExitCode != 0 {
 		return "", fmt.Errorf("guest: %q exited %d: %s", script, status.Return.ExitCode, status.Return.ErrData)
@@ -463,16 +471,21 @@ const (
 )
 
 // flap makes the guest flap the VF as kind says and add flapMark; unflap restores the VF (networkd configures
-// it again) and removes flapMark. Each then restarts the guest agent, from a unit of its own (the agent's restart
-// would stop a child of its own): virt-launcher polls the agent's interfaces at once when it connects, then 10 s
-// later, doubling up to 120 s (pkg/virt-launcher/virtwrap/agent-poller), so the change reaches the status in
-// seconds, not minutes.
+// it again) and removes flapMark. Each waits until its script has exited 0 in the guest, and only then restarts
+// the guest agent, from a unit of its own (the agent's restart would stop a child of its own): virt-launcher
+// polls the agent's interfaces at once when it connects, then 10 s later, doubling up to 120 s
+// (pkg/virt-launcher/virtwrap/agent-poller), so the change reaches the status in seconds, not minutes.
+//
+// The wait is what keeps a flap: the status may show a script's effect from a regular poll before the script
+// has ended (networkd restores the IPv4 address as soon as unflap's link comes up, before unflap restarts
+// networkd), and a next flap started then raced the rest of the unflap, whose networkd restart gave the
+// no-address flap its link-local address back.
 //
 // The no-address flap must stay without addresses until unflap: the kernel gives an up link its link-local
 // address again when its address-generation mode is written or the link goes down and up (not on a carrier
-// change), and networkd (socket-activated by any rtnetlink traffic) may set the generation mode again. So networkd and its socket stop first, the link's
-// generation mode is kept in flapGenMode and set to none, and only then are the addresses flushed; unflap puts
-// the mode back before the link goes down and up.
+// change), and networkd (socket-activated by any rtnetlink traffic) may set the generation mode again. So
+// networkd and its socket stop first, the link's generation mode is kept in flapGenMode and set to none, and only
+// then are the addresses flushed; unflap puts the mode back before the link goes down and up.
 func flap(ctx context.Context, e *env, run *guestRun, kind flapKind) error {
 	flush := fmt.Sprintf("ip -4 addr flush dev %[1]s; ip -6 addr flush dev %[1]s scope global", run.vfDev)
 	if kind == noAddress {
@@ -480,18 +493,46 @@ func flap(ctx context.Context, e *env, run *guestRun, kind flapKind) error {
 			"cat %[2]s > %[3]s; ip link set dev %[1]s addrgenmode none; ip -4 addr flush dev %[1]s; ip -6 addr flush dev %[1]s",
 			run.vfDev, genModeSysctl(run.vfDev), flapGenMode)
 	}
-	return guestExec(ctx, e, run, fmt.Sprintf("%[1]s; ip link add %[2]s type dummy || ip link add %[2]s type veth peer name %[2]s-p; "+
-		"ip link set %[2]s up; %[3]s", flush, flapMark, restartAgent(2)))
+	return guestScript(ctx, e, run, fmt.Sprintf("%[1]s; ip link add %[2]s type dummy || ip link add %[2]s type veth peer name %[2]s-p; "+
+		"ip link set %[2]s up", flush, flapMark))
 }
 
 func unflap(ctx context.Context, e *env, run *guestRun) error {
 	// The link goes down and up first: the kernel gives it its link-local address again only then. The agent
 	// restarts once networkd has configured the link again, so that a flap after the agent's report is not undone
 	// by networkd's configuration still under way.
-	return guestExec(ctx, e, run, fmt.Sprintf("ip link del %[1]s; if [ -e %[4]s ]; then cat %[4]s > %[5]s; rm %[4]s; fi; "+
+	return guestScript(ctx, e, run, fmt.Sprintf("ip link del %[1]s; if [ -e %[3]s ]; then cat %[3]s > %[4]s; rm %[3]s; fi; "+
 		"ip link set %[2]s down; ip link set %[2]s up; systemctl restart systemd-networkd; "+
-		"/lib/systemd/systemd-networkd-wait-online -i %[2]s --timeout=60; %[3]s",
-		flapMark, run.vfDev, restartAgent(5), flapGenMode, genModeSysctl(run.vfDev)))
+		"/lib/systemd/systemd-networkd-wait-online -i %[2]s --timeout=60",
+		flapMark, run.vfDev, flapGenMode, genModeSysctl(run.vfDev)))
+}
+
+// guestScript runs script in the guest with `set -e` and waits for it to exit 0, then restarts the guest agent
+// (from a unit of its own) and waits until the new agent answers, so that its report of the change comes at
+// once and no later command of the test meets the restart (a restart ends the agent's children and forgets
+// their guest-exec PIDs).
+func guestScript(ctx context.Context, e *env, run *guestRun, script string) error {
+	if _, err := guestOutput(ctx, e, run, "set -e; "+script); err != nil {
+		return err
+	}
+	const mainPID = "systemctl show -P MainPID qemu-guest-agent"
+	before, err := guestOutput(ctx, e, run, mainPID)
+	if err != nil {
+		return err
+	}
+	if err := guestExec(ctx, e, run, "systemd-run --on-active=1 systemctl restart qemu-guest-agent"); err != nil {
+		return err
+	}
+	return e.node.pollFor(ctx, "guest: qemu-guest-agent restarted", 2*time.Minute, time.Second, nil, func() error {
+		now, err := guestOutput(ctx, e, run, mainPID)
+		if err != nil {
+			return err
+		}
+		if now = strings.TrimSpace(now); now == strings.TrimSpace(before) || now == "0" {
+			return fmt.Errorf("qemu-guest-agent's MainPID %s", now)
+		}
+		return nil
+	})
 }
 
 // flapGenMode is the guest's file that keeps the VF's IPv6 address generation mode through a no-address flap.
@@ -569,11 +610,6 @@ func globalIPs(st *kubevirtv1.VirtualMachineInstanceNetworkInterface, v4 bool) [
 	return out
 }
 
-// restartAgent is the guest's command that restarts qemu-guest-agent after seconds, from a transient unit.
-func restartAgent(seconds int) string {
-	return fmt.Sprintf("systemd-run --on-active=%d systemctl restart qemu-guest-agent", seconds)
-}
-
 // hasMark says whether the guest agent's report with flapMark is in the status.
 func hasMark(vmi *kubevirtv1.VirtualMachineInstance) bool {
 	for _, st := range vmi.Status.Interfaces {
@@ -587,7 +623,7 @@ func hasMark(vmi *kubevirtv1.VirtualMachineInstance) bool {
 // The whole path of a VM, in the order a user meets it: the guest configures the VF from the ISO KubeVirt built
 // from our answer; vmi.status.interfaces with the guest agent on the stock virt-handler and through the seed's
 // flap, then on virt-handler with patches/kubevirt; a migration refused; a restart onto a new pod with new
-// addresses.
+// addresses; then the node's faults under the running VM (faults_test.go).
 func TestVM_GuestStatusFlapMigrationRestart(t *testing.T) {
 	e := needNode(t)
 	ctx := context.Background()
@@ -809,19 +845,14 @@ spec: {vmiName: %s}
 		old := run
 		// A mark on the root, written through before the VMI goes: the second boot must find it.
 		mark := string(old.vmi.UID)
-		require.NoError(t, guestExec(ctx, e, old, "echo "+mark+" >/var/lib/udn-first-run && sync"))
-		require.NoError(t, e.node.pollFor(ctx, "guest: the mark on the root", time.Minute, time.Second, nil, func() error {
-			got, err := guestOutput(ctx, e, old, "cat /var/lib/udn-first-run")
-			if err == nil && strings.TrimSpace(got) != mark {
-				err = fmt.Errorf("mark %q", got)
-			}
-			return err
-		}))
-		_, err := e.node.Kube().Run(ctx, nil, "delete", "vmi", guestVM, "--wait=true", "--timeout=3m")
+		got, err := guestOutput(ctx, e, old, "echo "+mark+" >/var/lib/udn-first-run && sync && cat /var/lib/udn-first-run")
+		require.NoError(t, err, "guest: the mark on the root")
+		require.Equal(t, mark, strings.TrimSpace(got), "guest: the mark on the root")
+		_, err = e.node.Kube().Run(ctx, nil, "delete", "vmi", guestVM, "--wait=true", "--timeout=3m")
 		require.NoError(t, err, "KubeVirt: delete the VMI")
 		run = awaitGuest(ctx, t, e, guestVM, string(old.vmi.UID), time.Now(), true)
 		assert.NotEqual(t, old.pod.UID, run.pod.UID)
-		got, err := guestOutput(ctx, e, run, "cat /var/lib/udn-first-run")
+		got, err = guestOutput(ctx, e, run, "cat /var/lib/udn-first-run")
 		require.NoError(t, err, "guest: the first run's mark on the root")
 		assert.Equal(t, mark, strings.TrimSpace(got), "guest: the second boot is on the first one's root")
 		for _, p := range run.net.Prefixes {
@@ -829,6 +860,8 @@ spec: {vmiName: %s}
 		}
 		checkGuestNetwork(t, run)
 	})
+
+	faultsUnderTheRunningVM(ctx, t, e, run)
 }
 
 // migrationPolicyBinding is the binding of manifests/policy/migration-policy.yaml's policy that refuses a
