@@ -133,7 +133,7 @@ func LargestInputs() []LargestInput {
 	}
 }
 
-// LargestSecretInputs are the Secret user data worst cases (issue 30), 1 MiB each.
+// LargestSecretInputs are the Secret user data worst cases, 1 MiB each.
 func LargestSecretInputs() []LargestInput {
 	var out []LargestInput
 	for _, c := range SecretUserDataCases() {

@@ -10,9 +10,9 @@ const MemoryLimitBytes = 56 << 20
 // also charges the binary's page cache, about 1.5 MiB beyond the RSS (test/container measures both).
 const PeakRSSLimitKiB = MemoryLimitBytes>>10 - 2<<10
 
-// LegalPeakBytes bounds the sidecar's memory peak, page cache included, under every legal input: the
-// documented limit less 15% headroom (limit / 1.15), so that a legal input never brings the container near the
-// limit. LegalPeakRSSKiB is the same bound for a test that reads the process's VmHWM, less the page cache.
+// LegalPeakBytes bounds the sidecar's memory peak, page cache included, under every legal input so that the
+// documented limit leaves it 15% headroom: the limit is 1.15 times the bound. LegalPeakRSSKiB is the same bound
+// for a test that reads the process's VmHWM, less the page cache.
 const (
 	LegalPeakBytes  = MemoryLimitBytes * 100 / 115
 	LegalPeakRSSKiB = LegalPeakBytes>>10 - 2<<10

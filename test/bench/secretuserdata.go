@@ -9,7 +9,7 @@ import "strings"
 // users to use userDataSecretRef for more.
 const SecretUserDataBytes = 1<<20 - len("userdata")
 
-// SecretUserData is one worst case of Secret user data (issue 30): what json.Marshal in virt-launcher's
+// SecretUserData is one worst case of Secret user data: what json.Marshal in virt-launcher's
 // hook call (pkg/hooks/manager.go preCloudInitIsoDataToJSON) makes largest, and non-ASCII text.
 type SecretUserData struct {
 	Name     string

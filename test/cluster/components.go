@@ -32,11 +32,11 @@ func (n *Node) exe(c Component) string {
 	return filepath.Join(n.bin, string(c))
 }
 
-// Restart stops c (SIGKILL to each of its processes, as a crash or the OOM killer ends it: kube-apiserver's
-// graceful stop drains its watches for longer than a minute; then waits until they are gone), keeps it down for the
-// outage (0: none), starts it again with the command line it ran with (its output in logs/<c>-restarted.log), and
-// waits until it serves again: containerd's socket, kube-apiserver's /readyz, kubelet's /healthz. What runs on
-// the node meanwhile (containerd's shims and their containers, the other components) is left alone.
+// Restart stops c (SIGKILL, as a crash or the OOM killer ends it: kube-apiserver's graceful stop drains its
+// watches for longer than a minute), waits until its process is gone, keeps it down for the outage (0: none),
+// starts it again with the command line it ran with (its output in logs/<c>-restarted.log), and waits until it
+// serves again: containerd's socket, kube-apiserver's /readyz, kubelet's /healthz. What runs on the node
+// meanwhile (containerd's shims and their containers, the other components) is left alone.
 func (n *Node) Restart(ctx context.Context, c Component, outage time.Duration) error {
 	args, err := n.stop(ctx, c)
 	if err != nil {
@@ -59,16 +59,20 @@ func (n *Node) Restart(ctx context.Context, c Component, outage time.Duration) e
 	return n.waitFor(ctx, string(c)+" serving again", 2*time.Minute, nil, func() error { return n.serving(c) })
 }
 
-// stop ends every process of c on this host (c's program is the node's own) and returns the command line of
-// one of them.
+// stop ends c's process in this node (the one process of the node's PID namespace that runs c's program) and
+// returns its command line.
 func (n *Node) stop(ctx context.Context, c Component) ([]string, error) {
 	exe, err := filepath.EvalSymlinks(n.exe(c))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c, err)
 	}
+	nodeNS, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", n.init.Process.Pid))
+	if err != nil {
+		return nil, fmt.Errorf("%s: the node's PID namespace: %w", c, err)
+	}
 	procs, err := os.ReadDir("/proc")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", c, err)
 	}
 	var pids []int
 	var args []string
@@ -80,6 +84,9 @@ func (n *Node) stop(ctx context.Context, c Component) ([]string, error) {
 		if p, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err != nil || p != exe {
 			continue
 		}
+		if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid)); err != nil || ns != nodeNS {
+			continue // another node's, from the same cache
+		}
 		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		if err != nil || len(cmdline) == 0 {
 			continue
@@ -87,19 +94,15 @@ func (n *Node) stop(ctx context.Context, c Component) ([]string, error) {
 		pids = append(pids, pid)
 		args = strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")
 	}
-	if len(pids) == 0 {
-		return nil, fmt.Errorf("%s: no process runs %s", c, exe)
+	if len(pids) != 1 {
+		return nil, fmt.Errorf("%s: %d processes of the node run %s, want 1: %v", c, len(pids), exe, pids)
 	}
-	for _, pid := range pids {
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-			return nil, fmt.Errorf("%s: SIGKILL to %d: %w", c, pid, err)
-		}
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		return nil, fmt.Errorf("%s: SIGKILL to %d: %w", c, pids[0], err)
 	}
 	return args, n.waitFor(ctx, "the end of "+string(c), time.Minute, nil, func() error {
-		for _, pid := range pids {
-			if processAlive(pid) {
-				return fmt.Errorf("pid %d still runs", pid)
-			}
+		if processAlive(pids[0]) {
+			return fmt.Errorf("pid %d still runs", pids[0])
 		}
 		return nil
 	})
@@ -116,7 +119,7 @@ func (n *Node) serving(c Component) error {
 		return conn.Close()
 	case KubeAPIServer:
 		return n.apiserverReady()
-	default:
+	case Kubelet:
 		client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: n.Dial}}
 		resp, err := client.Get("http://127.0.0.1:10248/healthz") // kubelet's default healthz port
 		if err != nil {
@@ -127,23 +130,17 @@ func (n *Node) serving(c Component) error {
 			return fmt.Errorf("kubelet /healthz: %s", resp.Status)
 		}
 		return nil
+	default:
+		return fmt.Errorf("no readiness check for component %q", c)
 	}
 }
 
-// KillContainer sends SIGKILL to every process of the container with the runtime's ID id (its cgroup's
-// cgroup.procs), as the kernel's OOM killer or a crash would end it.
+// KillContainer sends SIGKILL to every process of the container with the runtime's ID id, as the kernel's OOM
+// killer or a crash would end it.
 func (n *Node) KillContainer(id string) error {
-	dir, err := containerCgroup(id)
+	pids, err := containerProcs(id)
 	if err != nil {
 		return err
-	}
-	procs, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	if err != nil {
-		return fmt.Errorf("container %s: %w", id, err)
-	}
-	pids := strings.Fields(string(procs))
-	if len(pids) == 0 {
-		return fmt.Errorf("container %s: no process in %s", id, dir)
 	}
 	for _, p := range pids {
 		pid, err := strconv.Atoi(p)
@@ -155,6 +152,30 @@ func (n *Node) KillContainer(id string) error {
 		}
 	}
 	return nil
+}
+
+// ContainerAlive is nil when the container with the runtime's ID id has a process.
+func (n *Node) ContainerAlive(id string) error {
+	_, err := containerProcs(id)
+	return err
+}
+
+// containerProcs are the PIDs of the container with the runtime's ID id (its memory cgroup's cgroup.procs); none
+// is an error.
+func containerProcs(id string) ([]string, error) {
+	dir, err := containerCgroup(id)
+	if err != nil {
+		return nil, err
+	}
+	procs, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil, fmt.Errorf("container %s: %w", id, err)
+	}
+	pids := strings.Fields(string(procs))
+	if len(pids) == 0 {
+		return nil, fmt.Errorf("container %s: no process in %s", id, dir)
+	}
+	return pids, nil
 }
 
 // PodVolumes is the directory of the pod's volumes (kubelet's pods/<uid>/volumes) as the host sees it.
@@ -177,7 +198,7 @@ const sidecarProgram = "/sriov-udn-binding"
 func (n *Node) ContainerOf(podUID, program string) (string, error) {
 	procs, err := os.ReadDir("/proc")
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("the container of pod %s: %w", podUID, err)
 	}
 	for _, d := range procs {
 		if _, err := strconv.Atoi(d.Name()); err != nil {

@@ -252,22 +252,11 @@ func (n *Node) tagImage(ctx context.Context, image, name string) error {
 // IfNotPresent, so kubelet takes the local image), deletes the running virt-handler pod and waits until its
 // DaemonSet's new pod is ready. The operator sees its own DaemonSet unchanged and leaves it.
 func (n *Node) UseVirtHandler(ctx context.Context, image string) error {
-	return n.RestartVirtHandler(ctx, image, nil)
-}
-
-// RestartVirtHandler is UseVirtHandler that runs meanwhile (unless nil) once the old pod is gone, while its
-// successor starts: what happens on the node while no virt-handler watches it.
-func (n *Node) RestartVirtHandler(ctx context.Context, image string, meanwhile func() error) error {
 	if err := n.tagImage(ctx, image, virtHandlerImage); err != nil {
 		return err
 	}
 	if _, err := n.Kube().Run(ctx, nil, "-n", "kubevirt", "delete", "pod", "-l", "kubevirt.io=virt-handler", "--wait=true", "--timeout=2m"); err != nil {
 		return fmt.Errorf("virt-handler %s: %w", image, err)
-	}
-	if meanwhile != nil {
-		if err := meanwhile(); err != nil {
-			return err
-		}
 	}
 	return n.waitFor(ctx, "virt-handler ready on "+image, 4*time.Minute, nil, func() error {
 		out, err := n.Kube().Run(ctx, nil, "-n", "kubevirt", "get", "pod", "-l", "kubevirt.io=virt-handler", "-o",
@@ -280,6 +269,37 @@ func (n *Node) RestartVirtHandler(ctx context.Context, image string, meanwhile f
 		}
 		return nil
 	})
+}
+
+// RestartVirtHandler runs meanwhile while no virt-handler runs on the node, then UseVirtHandler(image). The
+// name the DaemonSet runs is untagged first and the running pod deleted: its successor cannot start (kubelet
+// finds no image, and no registry serves one) until UseVirtHandler tags the image again and deletes it.
+func (n *Node) RestartVirtHandler(ctx context.Context, image string, meanwhile func() error) error {
+	rm := exec.CommandContext(ctx, filepath.Join(n.root, "usr", "bin", "ctr"), "-a", n.containerdSocket(), "-n", "k8s.io",
+		"images", "rm", virtHandlerImage)
+	if out, err := rm.CombinedOutput(); err != nil {
+		return fmt.Errorf("ctr images rm %s: %w\n%s", virtHandlerImage, err, out)
+	}
+	if _, err := n.Kube().Run(ctx, nil, "-n", "kubevirt", "delete", "pod", "-l", "kubevirt.io=virt-handler", "--wait=true", "--timeout=2m"); err != nil {
+		return fmt.Errorf("virt-handler: %w", err)
+	}
+	if err := n.waitFor(ctx, "virt-handler's successor held back without its image", 2*time.Minute, nil, func() error {
+		out, err := n.Kube().Run(ctx, nil, "-n", "kubevirt", "get", "pod", "-l", "kubevirt.io=virt-handler", "-o",
+			`jsonpath={range .items[*]}{.status.containerStatuses[?(@.name=="virt-handler")].state.waiting.reason}{"\n"}{end}`)
+		if err != nil {
+			return err
+		}
+		if reason := strings.TrimSpace(string(out)); reason != "ErrImagePull" && reason != "ImagePullBackOff" {
+			return fmt.Errorf("virt-handler's waiting reason %q", reason)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := meanwhile(); err != nil {
+		return fmt.Errorf("while no virt-handler runs: %w", err)
+	}
+	return n.UseVirtHandler(ctx, image)
 }
 
 // KubeVirtOperatorManifest writes KubeVirt's operator manifest for the cluster's images (tag kubevirtImageTag,

@@ -10,12 +10,13 @@ import (
 	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/harness"
 )
 
-// Issue 15 cases 1-3 and issue 30's Secret user data against the built binary: 1 MiB of user networkData
-// in every format (hostile within the limits, and past them), 1 MiB of Secret user data in each worst case
-// (bench.SecretUserDataCases), 64 bound NICs, 256 KiB of annotations, and a domain that fills a 4 MiB gRPC
-// message keep the process's peak RSS 15% under the documented memory limit (bench.LegalPeakRSSKiB); legal inputs are merged, the others rejected. The largest request of all (both
-// Secrets full of bytes JSON escapes to six, 24 MiB) is received and refused, naming its fields, its size and
-// the limit, under the same bound. (Before the input limits a 454 KB v2 document alone took RSS to 103 MB.)
+// The largest legal inputs against the built binary: 1 MiB of user networkData in every format (hostile within
+// the limits, and past them), 1 MiB of Secret user data in each worst case (bench.SecretUserDataCases), 64 bound
+// NICs, 256 KiB of annotations, and a domain that fills a 4 MiB gRPC message. Legal inputs are merged, the others
+// rejected, and the process's peak RSS leaves the documented memory limit 15% headroom (bench.LegalPeakRSSKiB).
+// The largest request of all (both Secrets full of bytes JSON escapes to six, 24 MiB) is received and refused,
+// naming its fields, its size and the limit, under the same bound. (Before the input limits a 454 KB v2 document
+// alone took RSS to 103 MB.)
 func TestSidecar_LargestLegalInputs_PeakRSSUnderTheLimit(t *testing.T) {
 	harness.RequireRoot(t)
 	harness.LockHooksRoot(t)

@@ -20,13 +20,12 @@ import (
 	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/harness"
 )
 
-// Issue 30, defect 1: user data from a Secret (up to 1 MiB; KubeVirt tells users to use one past 2048
-// bytes) reaches the sidecar JSON-encoded twice in one message, each '<', '>', '&' and control byte as 6
-// bytes. Each worst case goes end to end through KubeVirt's own hook Manager: the VM starts, the user's
-// part is intact in the answer KubeVirt keeps (as KubeVirt's JSON handed it over: bytes that are not UTF-8
-// arrive as U+FFFD), and the sidecar's peak RSS leaves the documented memory limit 15% headroom
-// (bench.LegalPeakRSSKiB). The largest such request (1 MiB of '<', '>' and '&', 12 MiB
-// on the wire) is within pkg/hooks CloudInitDecodeBytes.
+// User data from a Secret (up to 1 MiB; KubeVirt tells users to use one past 2048 bytes) reaches the sidecar
+// JSON-encoded twice in one message, each '<', '>', '&' and control byte as 6 bytes. Each worst case goes end to
+// end through KubeVirt's own hook Manager: the VM starts, the user's part is intact in the answer KubeVirt keeps
+// (as KubeVirt's JSON handed it over: bytes that are not UTF-8 arrive as U+FFFD), and the sidecar's peak RSS
+// leaves the documented memory limit 15% headroom (bench.LegalPeakRSSKiB). The largest such request (1 MiB of
+// '<', '>' and '&', 12 MiB on the wire) is within pkg/hooks CloudInitDecodeBytes.
 func TestPreCloudInitIso_SecretUserData1MiB_WorstEscapes_IntactAndUnderTheLimit(t *testing.T) {
 	harness.RequireRoot(t)
 	harness.LockHooksRoot(t)
