@@ -70,11 +70,13 @@ check-build: ## fail unless $(BIN) is static, serves grpc-go with KubeVirt's own
 	! go version -m $(BIN) | grep -E '^\s+dep\s+(kubevirt\.io/api|k8s\.io/)'
 	grep -qaF -- '$(VERSION)' $(BIN)
 
-# The guest boots (TCG: one qemu thread per guest) run beside the suites after test-integration (.ci/beside), which
-# leave a core idle for minutes (KubeVirt's ginkgo packages one at a time, kube-apiserver's link); the guest log is
-# printed whole when it ends, and either side failing fails make test after both have run. The lane of the guest
-# boots ends long before the other, so it also runs test-controlplane's Kubernetes 1.36.3 (its own build of
-# Kubernetes: no compile shared with 1.34.2), with a kubectl of its own (the main lane may be running bin/kubectl).
+# make test runs two lanes after test-integration (.ci/beside); either failing fails make test after both have
+# run, and every suite of a lane runs even if one before it failed. The guest lane: the guest boots (TCG: one qemu
+# thread per guest), libvirt's checks on the domains test-integration and test-guest recorded, then
+# test-controlplane's Kubernetes 1.36.3 (its own build: no compile shared with 1.34.2) with a kubectl of its own
+# (the main lane may be running bin/kubectl); its log is printed whole when it ends. The main lane starts with the
+# cluster, whose tests mostly wait (VMs, restarts, outages) beside the guest boots; the compiling suites after it
+# fill the cores the guest lane's tail leaves.
 test: ## every test: unit, integration (KubeVirt hook Manager, kubelet AtomicWriter, cloud-init), guest boot, libvirt's checks
 	go vet ./...
 	go test -race -count=1 ./...
@@ -83,9 +85,8 @@ test: ## every test: unit, integration (KubeVirt hook Manager, kubelet AtomicWri
 	$(MAKE) test-vet-matrix
 	rm -rf $(DOMAIN_RECORD_DIR)
 	SRIOV_UDN_DOMAIN_RECORD_DIR=$(DOMAIN_RECORD_DIR) $(MAKE) test-integration
-	.ci/beside bin/test-guest.log 'rc=0; SRIOV_UDN_DOMAIN_RECORD_DIR=$(DOMAIN_RECORD_DIR) $(MAKE) --no-print-directory test-guest || rc=$$?; $(MAKE) --no-print-directory test-controlplane KUBE_VERSIONS=1.36.3 KUBECTL=$(CURDIR)/bin/kubectl-beside || rc=$$?; exit $$rc' \
-	  '$(MAKE) test-manifests && $(MAKE) test-kubevirt-patches && $(MAKE) test-controlplane KUBE_VERSIONS=1.34.2 && $(MAKE) test-docs && $(MAKE) test-plugin && $(MAKE) test-container && $(MAKE) test-release && $(MAKE) test-cluster'
-	SRIOV_UDN_DOMAIN_RECORD_DIR=$(DOMAIN_RECORD_DIR) $(MAKE) test-libvirt
+	.ci/beside bin/test-guest.log 'rc=0; SRIOV_UDN_DOMAIN_RECORD_DIR=$(DOMAIN_RECORD_DIR) $(MAKE) --no-print-directory test-guest || rc=$$?; SRIOV_UDN_DOMAIN_RECORD_DIR=$(DOMAIN_RECORD_DIR) $(MAKE) --no-print-directory test-libvirt || rc=$$?; $(MAKE) --no-print-directory test-controlplane KUBE_VERSIONS=1.36.3 KUBECTL=$(CURDIR)/bin/kubectl-beside || rc=$$?; exit $$rc' \
+	  'rc=0; for t in test-manifests test-cluster test-kubevirt-patches "test-controlplane KUBE_VERSIONS=1.34.2" test-docs test-plugin test-container test-release; do $(MAKE) --no-print-directory $$t || rc=$$?; done; exit $$rc'
 
 test-unit: ## unit tests of the sidecar module only, under the race detector
 	go test -race -count=1 ./...

@@ -503,17 +503,8 @@ func TestVMI_MalformedNetworkStatus_VMFailsToStartWithOurMessage(t *testing.T) {
 		if string(phase) == "Running" {
 			return fmt.Errorf("vm-bad is Running") // fails the wait only by timing out; checked below too
 		}
-		events, err := e.client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=vm-bad"})
-		if err != nil {
-			return err
-		}
-		for _, ev := range events.Items {
-			if strings.Contains(ev.Message, "k8s.v1.cni.cncf.io/network-status") {
-				message = ev.Message
-				return nil
-			}
-		}
-		return fmt.Errorf("no such event yet (%d events)", len(events.Items))
+		message, err = eventNaming(ctx, e, "vm-bad", "k8s.v1.cni.cncf.io/network-status")
+		return err
 	}))
 	t.Logf("vm-bad's event: %s", message)
 	// The parse error itself, not what a wait for data that never came says (which names the annotation too).

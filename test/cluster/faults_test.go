@@ -25,14 +25,7 @@ const apiserverOutage = 60 * time.Second
 // and kube-apiserver restarted, our sidecar killed; then the VM's next VMI starts on the faulted node.
 func faultsUnderTheRunningVM(ctx context.Context, t *testing.T, e *env, run *guestRun) {
 	w := watchVMI(ctx, t, e, guestVM)
-	var v4, v6 []string
-	for _, p := range run.net.Prefixes {
-		if p.Addr().Is4() {
-			v4 = append(v4, p.Addr().String())
-		} else {
-			v6 = append(v6, p.Addr().String())
-		}
-	}
+	v4, v6 := run.net.addrs()
 	keeps := func(vmi *kubevirtv1.VirtualMachineInstance) error {
 		st := statusOf(vmi, "udn-vf")
 		if got := ipsOf(st, true); !slices.Equal(got, v4) {
@@ -296,18 +289,9 @@ func TestVMI_SidecarKilledBeforePreCloudInitIso_TheVMINeverRuns(t *testing.T) {
 		t.Logf("KubeVirt: %s stays in Scheduling (virt-controller did not see our container running)", name)
 	case kubevirtv1.Scheduled:
 		var message string
-		require.NoError(t, e.node.pollFor(ctx, "an event of "+name+" naming PreCloudInitIso", 3*time.Minute, time.Second, nil, func() error {
-			events, err := e.client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
-			if err != nil {
-				return err
-			}
-			for _, ev := range events.Items {
-				if strings.Contains(ev.Message, "PreCloudInitIso") {
-					message = ev.Message
-					return nil
-				}
-			}
-			return fmt.Errorf("no such event yet (%d events)", len(events.Items))
+		require.NoError(t, e.node.pollFor(ctx, "an event of "+name+" naming PreCloudInitIso", 3*time.Minute, time.Second, nil, func() (err error) {
+			message, err = eventNaming(ctx, e, name, "PreCloudInitIso")
+			return err
 		}))
 		t.Logf("KubeVirt: %s Scheduled, its syncs fail: %s", name, message)
 	default:

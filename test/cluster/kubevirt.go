@@ -21,21 +21,19 @@ import (
 // KubeVirtVersion is the KubeVirt the cluster runs: test/go.mod's.
 const KubeVirtVersion = "v1.8.4"
 
-// kubevirtCommand is one binary of KubeVirt's tree and whether it needs cgo: virt-launcher links libvirt,
-// virt-handler's node labeller includes <linux/kvm.h>.
-type kubevirtCommand struct {
-	pkg string
-	cgo bool
+// kubevirtCommands are the binaries of KubeVirt's tree the cluster runs. They are built in one go build with
+// cgo, as virt-launcher (libvirt) and virt-handler (<linux/kvm.h>) need it: one cgo setting compiles the
+// dependencies once for all of them (with CGO_ENABLED=0 for the others, Kubernetes' packages were compiled
+// twice), and every image has the trixie root's libc.
+var kubevirtCommands = []string{
+	"./cmd/virt-operator", "./cmd/virt-api", "./cmd/virt-controller", "./cmd/virt-handler", "./cmd/virt-launcher",
+	"./cmd/virt-launcher-monitor", "./cmd/virt-chroot", "./cmd/virt-probe", "./cmd/virt-tail", "./cmd/virt-freezer",
+	"./tools/manifest-templator", "./tools/resource-generator",
 }
 
-func kubevirtCommands() []kubevirtCommand {
-	return []kubevirtCommand{
-		{"./cmd/virt-operator", false}, {"./cmd/virt-api", false}, {"./cmd/virt-controller", false},
-		{"./cmd/virt-handler", true}, {"./cmd/virt-launcher", true}, {"./cmd/virt-launcher-monitor", false},
-		{"./cmd/virt-chroot", false}, {"./cmd/virt-probe", false}, {"./cmd/virt-tail", false}, {"./cmd/virt-freezer", false},
-		{"./tools/manifest-templator", false}, {"./tools/resource-generator", false},
-	}
-}
+// kubevirtBuildFlags are the go build flags of KubeVirt's binaries, stock and patched: -trimpath lets the
+// patched tree's build reuse every package the patches leave alone.
+var kubevirtBuildFlags = []string{"-trimpath", "-ldflags", "-s -w"}
 
 // BuildKubeVirt copies KubeVirt's source from the module cache into a cache entry, makes it build here (its
 // staging replaces mapped to the published kubevirt.io/api and client-go of the same version; the stub of
@@ -46,6 +44,7 @@ func BuildKubeVirt(ctx context.Context, repoRoot string, logf func(string, ...an
 	stub := filepath.Join(repoRoot, "patches", "kubevirt", "main", "libnbd-stub")
 	h := sha256.New()
 	h.Write([]byte(KubeVirtVersion))
+	h.Write([]byte(strings.Join(kubevirtBuildFlags, " ") + "\n" + strings.Join(kubevirtCommands, " ")))
 	for _, f := range []string{"go.mod", "libnbd.go"} {
 		b, err := os.ReadFile(filepath.Join(stub, f))
 		if err != nil {
@@ -98,20 +97,14 @@ func BuildKubeVirt(ctx context.Context, repoRoot string, logf func(string, ...an
 		return "", fmt.Errorf("go mod edit in %s: %w\n%s", tree, err, msg)
 	}
 	logf("cluster: libnbd: STUB in use (patches/kubevirt/main/libnbd-stub: the Go module proxy refuses libguestfs.org/libnbd)")
-	bin := filepath.Join(entry, "bin")
-	for _, c := range kubevirtCommands() {
-		start := time.Now()
-		cgo := "CGO_ENABLED=0"
-		if c.cgo {
-			cgo = "CGO_ENABLED=1"
-		}
-		b := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(bin, filepath.Base(c.pkg)), c.pkg)
-		b.Dir, b.Env = tree, append(goEnv, cgo)
-		if msg, err := b.CombinedOutput(); err != nil {
-			return "", fmt.Errorf("go build %s of KubeVirt %s: %w\n%s", c.pkg, KubeVirtVersion, err, msg)
-		}
-		logf("cluster: built KubeVirt's %s in %s", filepath.Base(c.pkg), time.Since(start).Round(time.Second))
+	start := time.Now()
+	args := append(append([]string{"build"}, kubevirtBuildFlags...), "-o", filepath.Join(entry, "bin")+"/")
+	b := exec.CommandContext(ctx, "go", append(args, kubevirtCommands...)...)
+	b.Dir, b.Env = tree, append(goEnv, "CGO_ENABLED=1")
+	if msg, err := b.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build of KubeVirt %s's commands: %w\n%s", KubeVirtVersion, err, msg)
 	}
+	logf("cluster: built KubeVirt's %d commands in %s", len(kubevirtCommands), time.Since(start).Round(time.Second))
 	if err := os.WriteFile(filepath.Join(entry, ".complete"), nil, 0o644); err != nil {
 		return "", fmt.Errorf("mark %s complete: %w", entry, err)
 	}
@@ -451,7 +444,8 @@ func BuildPatchedKubeVirt(ctx context.Context, repoRoot, kubevirt string, logf f
 			return none, fmt.Errorf("patched KubeVirt: git apply %s: %w\n%s", filepath.Base(p), err, msg)
 		}
 	}
-	b := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", entry+"/", "./cmd/virt-handler", "./cmd/virt-launcher")
+	args := append(append([]string{"build"}, kubevirtBuildFlags...), "-o", entry+"/", "./cmd/virt-handler", "./cmd/virt-launcher")
+	b := exec.CommandContext(ctx, "go", args...)
 	b.Dir = tree
 	b.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod -buildvcs=false", "CGO_ENABLED=1")
 	if msg, err := b.CombinedOutput(); err != nil {

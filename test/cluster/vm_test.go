@@ -145,6 +145,18 @@ type vfNetwork struct {
 	MTU         int
 }
 
+// addrs are the network's IPv4 and IPv6 addresses, without their prefix lengths.
+func (n vfNetwork) addrs() (v4, v6 []string) {
+	for _, p := range n.Prefixes {
+		if p.Addr().Is4() {
+			v4 = append(v4, p.Addr().String())
+		} else {
+			v6 = append(v6, p.Addr().String())
+		}
+	}
+	return v4, v6
+}
+
 // readVFNetwork reads the VF network's entry of both annotations of pod, with plain JSON (not the sidecar's
 // parsers): the test's expectation must not come from the code under test.
 func readVFNetwork(pod *corev1.Pod) (vfNetwork, error) {
@@ -212,6 +224,21 @@ func vmiNow(ctx context.Context, e *env, name string) (*kubevirtv1.VirtualMachin
 		return nil, fmt.Errorf("VMI %s: %w", name, err)
 	}
 	return &vmi, nil
+}
+
+// eventNaming returns the message of the first event of the default namespace's object name whose message
+// contains text.
+func eventNaming(ctx context.Context, e *env, name, text string) (string, error) {
+	events, err := e.client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	if err != nil {
+		return "", err
+	}
+	for _, ev := range events.Items {
+		if strings.Contains(ev.Message, text) {
+			return ev.Message, nil
+		}
+	}
+	return "", fmt.Errorf("no event of %s names %q yet (%d events)", name, text, len(events.Items))
 }
 
 // statusOf returns the VMI status entry of the interface name, or nil.
@@ -683,14 +710,7 @@ func TestVM_GuestStatusFlapMigrationRestart(t *testing.T) {
 		t.Fatalf("cluster: no container status of our sidecar %s in pod %s", run.sidecar, run.pod.Name)
 	})
 
-	var v4, v6 []string
-	for _, p := range run.net.Prefixes {
-		if p.Addr().Is4() {
-			v4 = append(v4, p.Addr().String())
-		} else {
-			v6 = append(v6, p.Addr().String())
-		}
-	}
+	v4, v6 := run.net.addrs()
 
 	// Every state of the VMI from here on, as the apiserver stores them: the flaps' statuses are read from it.
 	w := watchVMI(ctx, t, e, guestVM)

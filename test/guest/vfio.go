@@ -128,6 +128,11 @@ func EnsureVFIONodeImage(ctx context.Context, cacheDir, rootDir string, logf fun
 	return img, true, nil
 }
 
+// vfioStartLimit bounds one "virsh start" of the nested domain in the node, in seconds. A start normally
+// returns within a minute of the node's time (the "[node uptime]" stamps of the report show it); one that
+// hangs would otherwise hold the test until vfioTimeout.
+const vfioStartLimit = "300"
+
 // vfioNodeScript runs in the node guest (TCG, virtual IOMMU): what the SR-IOV device plugin and CNI do on a
 // node (create the VF, set its MAC through the PF), then what KubeVirt expects with managed='no' (the VF
 // bound to vfio-pci before libvirt starts), then libvirt 11.3 starts the nested domain. Each step prints
@@ -137,13 +142,31 @@ const vfioNodeScript = `#!/bin/sh
 exec 2>/dev/console
 stty -F /dev/ttyS1 raw -echo 2>/dev/null
 out() { echo "$*" >/dev/ttyS1; echo "vfio-node: $*" >/dev/console; }
-ok() { out "@@vfio $1 ok: $2"; }
+up() { cut -d' ' -f1 /proc/uptime; }
+ok() { out "@@vfio $1 ok: $2 [node uptime $(up) s]"; }
 end() { out "@@vfio-end"; sync; poweroff -f; }
+logs() { for f in "$@"; do [ -r "$f" ] && tail -n 60 "$f" | sed "s|^|@@log $f: |" >/dev/ttyS1; done; }
 fail() {
-  out "@@vfio $1 FAILED: $2"
+  out "@@vfio $1 FAILED: $2 [node uptime $(up) s]"
   shift 2
-  for f in "$@"; do [ -r "$f" ] && tail -n 60 "$f" | sed "s|^|@@log $f: |" >/dev/ttyS1; done
+  logs "$@"
   end
+}
+# stuck names what a start that did not return leaves behind: qemu's and libvirtd's state and kernel stacks,
+# and the kernel's last lines (a task blocked in vfio or the IOMMU shows there).
+stuck() {
+  {
+    for d in /proc/[0-9]*; do
+      c=$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null)
+      case "$c" in
+      *qemu-system*|*libvirtd*|*virsh*)
+        echo "${d#/proc/} $(grep '^State:' "$d/status" | tr -s '\t ' ' ') wchan=$(cat "$d/wchan") $c"
+        sed 's/^/  /' "$d/stack" ;;
+      esac
+    done
+    cat /proc/loadavg
+    dmesg | tail -n 30
+  } >/run/stuck.log 2>&1
 }
 fw=/sys/firmware/qemu_fw_cfg/by_name
 read -r pfmac vfmac vfaddr <"$fw/` + fwCfgVFIOPlan + `/raw"
@@ -214,9 +237,27 @@ done
 ok libvirt "$(grep -i 'running hypervisor\|using library' /run/virsh.version | tr '\n' ';')"
 virsh -c qemu:///system define /run/nested/domain.xml >/run/define.out 2>&1 || fail libvirt-define "$(tr '\n' ' ' </run/define.out)" /run/libvirtd.log
 ok libvirt-define "$(tr '\n' ' ' </run/define.out)"
-virsh -c qemu:///system start nested >/run/start.out 2>&1 || fail libvirt-start "$(tr '\n' ' ' </run/start.out)" /var/log/libvirt/qemu/nested.log /run/libvirtd.log
+# A start is bounded (vfioStartLimit): one that fails or does not return is reported with what it left behind
+# (@@vfio-note and @@log lines, which the test prints), the domain destroyed, and started once more. A second
+# failure fails the layer. start says in $why how an attempt ended.
+start() {
+  timeout "$1" virsh -c qemu:///system start nested >/run/start.out 2>&1
+  rc=$?
+  why="exit $rc: $(tr '\n' ' ' </run/start.out)"
+  [ "$rc" != 124 ] || why="no return within $1 s"
+  return "$rc"
+}
+retried=
+if ! start ` + vfioStartLimit + `; then
+  stuck
+  out "@@vfio-note libvirt-start: the first start failed ($why) [node uptime $(up) s]"
+  logs /run/stuck.log /var/log/libvirt/qemu/nested.log /run/libvirtd.log
+  timeout 60 virsh -c qemu:///system destroy nested >/run/destroy.out 2>&1
+  start ` + vfioStartLimit + ` || { stuck; fail libvirt-start "the second start failed too ($why; the destroy between them: $(tr '\n' ' ' </run/destroy.out))" /run/stuck.log /var/log/libvirt/qemu/nested.log /run/libvirtd.log; }
+  retried=" (the second start)"
+fi
 virsh -c qemu:///system dumpxml nested | tr -d '\n' | grep -o '<hostdev.*</hostdev>' | tr -s ' ' >/run/hostdev.live
-ok libvirt-start "$(cat /run/hostdev.live)"
+ok libvirt-start "$(cat /run/hostdev.live)$retried"
 
 (
   while sleep 15; do

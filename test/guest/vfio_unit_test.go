@@ -60,6 +60,7 @@ func indent(s string) string {
 func TestVFIOReport_LayersAndNestedLines(t *testing.T) {
 	lines := []string{
 		"@@vfio iommu ok: 5 IOMMU groups",
+		"@@vfio-note libvirt-start: the first start failed (no return within 300 s) [node uptime 330.1 s]",
 		"@@vfio libvirt-start FAILED: error: Failed to start domain 'nested'",
 		"@@log /run/libvirtd.log: error",
 		"@@nested [    1.0] random kernel line",
