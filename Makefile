@@ -19,7 +19,7 @@ ACTIONLINT   := github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
 LDFLAGS      := -s -w -X main.version=$(VERSION)
 # grpc-go's own build tag that leaves out golang.org/x/net/trace (and with it html/template, whose reflection
 # keeps every exported method linked): the binary 12.3 -> 9.0 MB, PSS with 4 copies idle 4.5 -> 3.9 MiB, idle
-# private memory unchanged (2026-12-02). The sidecar never sets grpc.EnableTracing.
+# private memory unchanged (docs/footprint.md). The sidecar never sets grpc.EnableTracing.
 BUILDTAGS    := grpcnotrace
 # Defined here only: images/Containerfile and test/internal/harness build through `make build`.
 # Go modules that hold Go code: the sidecar and the tests (test/: every suite, the manifests and control plane ones

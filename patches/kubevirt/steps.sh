@@ -23,7 +23,7 @@ n_patches() { ls "$here/$v"/*.patch | wc -l; }
 # ensure_qemu_user: KubeVirt's cache writer chowns what it writes to the user "qemu"
 # (pkg/ephemeral-disk-utils/utils.go DefaultOwnershipManager), which KubeVirt's own test images have; a fresh
 # machine has none, and patch 0002's specs write virt-handler's own cache entry ("failed to look up user qemu"
-# on a fresh CI machine, 2026-12-01). Created as test/guest creates it: a system user, uid 107 when free.
+# on a fresh CI machine). Created as test/guest creates it: a system user, uid 107 when free.
 ensure_qemu_user() {
   getent passwd qemu >/dev/null && return 0
   local uid=()

@@ -22,7 +22,7 @@ func fuzzIfaces(name, search string) []model.BoundInterface {
 // maxAllocated is what one merge of user may allocate: the limits (limits.go) make the work linear in
 // the input, so a constant plus a per-byte allowance. perByte covers YAML's worst case, a node every
 // two bytes at ~2 KiB of parser and emitter memory per node; JSON needs far less. Before the limits, 2 KB
-// of JSON nested 1,000 deep allocated over 4 MB (issue 15 case 1).
+// of JSON nested 1,000 deep allocated over 4 MB.
 func maxAllocated(user []byte, perByte uint64) uint64 {
 	return 1<<20 + perByte*uint64(len(user))
 }

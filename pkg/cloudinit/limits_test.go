@@ -27,7 +27,7 @@ func nestedJSON(depth int) string {
 	return strings.Repeat("[", depth) + "1" + strings.Repeat("]", depth)
 }
 
-// Issue 15 case 1: the user's network_data.json is not re-indented, so the output grows with the input,
+// The user's network_data.json is not re-indented, so the output grows with the input,
 // not with the square of its nesting depth.
 func TestMergeNetworkDataJSON_NestedUserValues_OutputGrowsWithTheInputOnly(t *testing.T) {
 	var b strings.Builder
@@ -49,7 +49,7 @@ func TestMergeNetworkDataJSON_NestedUserValues_OutputGrowsWithTheInputOnly(t *te
 	require.NoError(t, userJSONPreserved(user, out))
 }
 
-// Issue 15 case 1: past the documented depth, an error names the source and the limit.
+// Past the documented depth, an error names the source and the limit.
 func TestMergeNetworkDataJSON_NestingPastTheLimit_IsRejectedNamingSourceAndLimit(t *testing.T) {
 	for _, depth := range []int{MaxNestingDepth + 1, 4000, 9000} {
 		user := fmt.Sprintf(`{"links":[],"x":%s}`, nestedJSON(depth-1))
@@ -82,7 +82,7 @@ func mergeKeyChain(n int) string {
 	return b.String()
 }
 
-// Issue 15 case 2: a large v2 document past the node limit is rejected before it costs memory; one
+// A large v2 document past the node limit is rejected before it costs memory; one
 // within every limit costs a bounded multiple of its size.
 func TestMergeNoCloud_LargeDocuments_BoundedMemoryOrRejectedNamingTheLimit(t *testing.T) {
 	for _, size := range []int{454 << 10, MaxNetworkDataBytes - 200} {
@@ -103,7 +103,7 @@ func TestMergeNoCloud_LargeDocuments_BoundedMemoryOrRejectedNamingTheLimit(t *te
 	assert.Less(t, alloc, uint64(24<<20), "%d bytes: merge allocated %d KiB", len(user), alloc>>10)
 }
 
-// Issue 15 case 2: merge keys cost work bounded by a documented expansion limit, never quadratic time.
+// Merge keys cost work bounded by a documented expansion limit, never quadratic time.
 func TestMergeNoCloud_MergeKeyChains_RejectedPastTheExpansionLimit(t *testing.T) {
 	user := []byte(mergeKeyChain(15000)) // ~428 KB
 	var err error

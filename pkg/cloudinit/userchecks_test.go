@@ -29,7 +29,7 @@ func applyUserData(t *testing.T, dataSource, userData string, opts ApplyOptions)
 	return got.UserData, ws, nil
 }
 
-// Issue 30, defect 5: our parts are recognised by their MIME headers, never by a mention in the user's text.
+// Our parts are recognised by their MIME headers, never by a mention in the user's text.
 func TestComposeUserData_UserTextMentioningOurFileNames_StillGetsOurParts(t *testing.T) {
 	script := "#ps1_sysnative\nWrite-Host 'x'\n"
 	tests := []struct {
@@ -77,7 +77,7 @@ func partFiles(t *testing.T, msg string) []string {
 	return files
 }
 
-// Issue 30, defect 6: a user's write_files entry for our drop-in's path wins, with a warning.
+// A user's write_files entry for our drop-in's path wins, with a warning.
 func TestApply_ConfigDrive_UsersWriteFilesEntryForOurDropInWins(t *testing.T) {
 	entry := "write_files:\n- path: " + configDriveDropInPath + "\n  content: |\n    [Service]\n    Environment=MINE=1\n"
 	cc := "#cloud-config\n" + entry
@@ -109,7 +109,7 @@ func TestApply_ConfigDrive_UsersWriteFilesEntryForOurDropInWins(t *testing.T) {
 	})
 }
 
-// Issue 30, defect 4: what KubeVirt's JSON encoding makes of binary and Latin-1 user data. Gzip is refused
+// What KubeVirt's JSON encoding makes of binary and Latin-1 user data. Gzip is refused
 // (cloud-init could not decompress what is left); a replacement character elsewhere is a warning and the
 // data goes on as received.
 func TestApply_MangledUserData_GzipRefused_Latin1Warned(t *testing.T) {

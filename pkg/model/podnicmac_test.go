@@ -10,7 +10,7 @@ import (
 	"github.com/sriov-udn-binding/sriov-udn-binding/pkg/model"
 )
 
-// Issue 30, defects 2 and 3: the pod NIC's MAC follows KubeVirt's LookupPodPrimaryIfaceName
+// The pod NIC's MAC follows KubeVirt's LookupPodPrimaryIfaceName
 // (pkg/network/multus/status.go: the first network-status entry marked default with an interface name),
 // never a later default entry and never Go's map order over pod-networks.
 func TestFindPodNIC_PodInterfaceMAC_FollowsKubeVirtsRule(t *testing.T) {
@@ -76,7 +76,7 @@ func TestFindPodNIC_PodInterfaceMAC_FollowsKubeVirtsRule(t *testing.T) {
 	}
 }
 
-// Issue 30, strictness: a network-status entry that is not ours is not our business, whatever is wrong in
+// Strictness: a network-status entry that is not ours is not our business, whatever is wrong in
 // it; the same fault in our own entry fails, naming the field.
 func TestBuild_NetworkStatusEntriesNotOurs_AreIgnored(t *testing.T) {
 	ourIface := model.HashedPodInterfaceName("a")

@@ -1,5 +1,5 @@
 // Package cluster runs a registry-free single-node Kubernetes cluster on this machine, for the tests that need
-// the whole stack for real (issue 38): etcd and containerd from a Debian trixie root, kubelet and the control
+// the whole stack for real: etcd and containerd from a Debian trixie root, kubelet and the control
 // plane built from k8s.io/kubernetes v1.34.2 (module test/cluster/kubernetes), KubeVirt v1.8.4 built from the module
 // cache and deployed by its own operator, images written as docker archives and imported with ctr. The node is not a container but a set of namespaces of this host: its own PID namespace
 // (PID 1 is the node's init, as virt-handler expects of /proc/1), mount namespace (private /run, /var/log and

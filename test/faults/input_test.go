@@ -20,7 +20,7 @@ import (
 	"github.com/sriov-udn-binding/sriov-udn-binding/test/internal/harness"
 )
 
-// Issue 30's hostile and faulty inputs, round 2, against the built binary, each request built as
+// Hostile and faulty inputs against the built binary, each request built as
 // virt-launcher builds it (json.Marshal of KubeVirt's own CloudInitData).
 
 // ciData is virt-launcher's CloudInitData JSON for dataSource with userData.

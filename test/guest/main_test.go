@@ -14,8 +14,8 @@ import (
 // (each VMI has its own subdirectory), so no test sets it to a directory of its own that ends with it.
 //
 // The matrix scenarios run two at a time; the VF, migration and VFIO tests run one after the other, after
-// the matrix. Running the VF and migration guests beside the matrix scenarios was measured on a cold run
-// (2026-12-02): the guest suite took 28.6 min either way (the TCG guests keep both cores busy), so they stay
+// the matrix. Running the VF and migration guests beside the matrix scenarios was measured on a cold run:
+// the guest suite took as long either way (the TCG guests keep both cores busy), so they stay
 // sequential, which loads the machine less.
 func TestMain(m *testing.M) {
 	os.Exit(run(m))

@@ -18,8 +18,8 @@ type scenario struct {
 	name    string // the behaviour, as the subtest name
 	starts  []start
 	include string
-	// matrix: the scenario runs on every image of the matrix, not only on the floor image (issue #27's
-	// list: restarts on NoCloud and ConfigDrive, MIME, no user data, on-link route, dual-stack VF).
+	// matrix: the scenario runs on every image of the matrix, not only on the floor image (the
+	// restarts on NoCloud and ConfigDrive, MIME, no user data, on-link route, dual-stack VF).
 	matrix bool
 	// smoke: the scenario is one of the smoke boots (GUEST_MATRIX=smoke, on the floor image).
 	smoke bool

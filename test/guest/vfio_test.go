@@ -26,8 +26,8 @@ const vfioVFAddress = "0000:01:10.0"
 // (TCG inside TCG).
 const vfioTimeout = 40 * time.Minute
 
-// TestGuestVFIO_NestedGuestOnVFIOBoundVF_HostdevFromSidecar_ReportsIgbvfAndMACAndPingsPeer is issue 23's
-// item 3: in a node guest (qemu 10, TCG, q35 with a virtual Intel IOMMU, an igb PF with SR-IOV whose wire is
+// TestGuestVFIO_NestedGuestOnVFIOBoundVF_HostdevFromSidecar_ReportsIgbvfAndMACAndPingsPeer is VFIO end
+// to end: in a node guest (qemu 10, TCG, q35 with a virtual Intel IOMMU, an igb PF with SR-IOV whose wire is
 // a tap in the test's namespace holding the peer), the node creates a VF, sets its MAC through the PF from
 // network-status and binds it to vfio-pci (managed='no'); libvirt 11.3 in the node starts a domain whose
 // <hostdev> is the one the sidecar's OnDefineDomain wrote through KubeVirt's hook Manager; the nested guest

@@ -40,7 +40,7 @@ type Attack struct {
 	Run  func(ctx context.Context, socket string) (string, error)
 }
 
-// Attacks are the categories of issue 37, each bounded: rapid reset; CONTINUATION floods, with data and empty;
+// Attacks are the hostile-peer categories, each bounded: rapid reset; CONTINUATION floods, with data and empty;
 // an HPACK bomb; a 15 MiB header list; SETTINGS and PING floods; a zero window with calls held; 20,000 streams
 // on one connection; 1,000 idle and 500 silent connections; 200 never-completed 2 MiB messages; a DATA frame
 // over the frame size; data past the gRPC length prefix; 8 MiB ignoring flow control; a 4 GiB prefix; a

@@ -1,9 +1,9 @@
 //go:build sriovudn_hotplug
 
-// KubeVirt main's DisableHotplugOnOccupiedRootPorts (#17605) on a domain as libvirt 11.3 reads it back:
-// libvirt-11.3-readback.xml is the read-back test/libvirt takes of the sample VMI (KubeVirt's converter, a
-// core SR-IOV hostdev, our two VFs as the built sidecar wired them through KubeVirt's hook Manager), written
-// with SRIOV_UDN_LIBVIRT_READBACK_OUT. patches/kubevirt/test-main.sh copies this directory into
+// KubeVirt main's DisableHotplugOnOccupiedRootPorts (kubevirt/kubevirt#17605) on a domain as libvirt 11.3
+// reads it back: libvirt-11.3-readback.xml is the read-back test/libvirt takes of the sample VMI (KubeVirt's
+// converter, a core SR-IOV hostdev, our two VFs as the built sidecar wired them through KubeVirt's hook
+// Manager), written with SRIOV_UDN_LIBVIRT_READBACK_OUT. patches/kubevirt/test-main.sh copies this directory into
 // pkg/virt-launcher/virtwrap/pci and runs it with -tags sriovudn_hotplug, on the series and on the code
 // before 0004.
 package pci_test

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Shows that the node specs of 0002 (bindingplugincache_node_test.go: the downward API volume in another
 # mount namespace, a VMI owner's forged volume, a tampered vmi.status.activePods) fail on the first version
-# of the series, before issue 25. Not part of CI (make test runs them green on the current series); run it
-# by hand, as root (the mount-namespace spec needs unshare -m and a tmpfs mount).
+# of the series (b10cd7e), which had no node specs. Not part of CI (make test runs them green on the current
+# series); run it by hand, as root (the mount-namespace spec needs unshare -m and a tmpfs mount).
 # Usage: patches/kubevirt/testdata/redgreen/run.sh [GIT-REV-OF-THE-FIRST-VERSION]   (default b10cd7e)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
