@@ -133,6 +133,10 @@ func EnsureVFIONodeImage(ctx context.Context, cacheDir, rootDir string, logf fun
 // hangs would otherwise hold the test until vfioTimeout.
 const vfioStartLimit = "300"
 
+// vfioNestedLimit bounds the nested guest's run from its start to the end of its report, in seconds of the
+// node's time: its boot, igbvf and the pings take about 100 s on an idle machine.
+const vfioNestedLimit = "900"
+
 // vfioNodeScript runs in the node guest (TCG, virtual IOMMU): what the SR-IOV device plugin and CNI do on a
 // node (create the VF, set its MAC through the PF), then what KubeVirt expects with managed='no' (the VF
 // bound to vfio-pci before libvirt starts), then libvirt 11.3 starts the nested domain. Each step prints
@@ -259,10 +263,14 @@ fi
 virsh -c qemu:///system dumpxml nested | tr -d '\n' | grep -o '<hostdev.*</hostdev>' | tr -s ' ' >/run/hostdev.live
 ok libvirt-start "$(cat /run/hostdev.live)$retried"
 
+# The nested guest must stay running and end its report within vfioNestedLimit seconds of its start.
 (
+  waited=0
   while sleep 15; do
+    waited=$((waited+15))
     s=$(virsh -c qemu:///system domstate nested 2>&1)
     case "$s" in running*) ;; *) fail nested "the nested domain is [$s] before its report ended" /var/log/libvirt/qemu/nested.log ;; esac
+    [ "$waited" -lt ` + vfioNestedLimit + ` ] || { stuck; fail nested "no end of its report within ` + vfioNestedLimit + ` s of its start" /run/stuck.log /run/nested/console.log /var/log/libvirt/qemu/nested.log; }
   done
 ) &
 touch /run/nested/console.log
